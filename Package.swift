@@ -1,0 +1,38 @@
+// swift-tools-version:6.0
+// Soundbox: the software inside a payment soundbox. See README.md and docs/.
+import PackageDescription
+
+let package = Package(
+    name: "Soundbox",
+    products: [
+        .executable(name: "soundboxd", targets: ["soundboxd"]),
+        .executable(name: "soundboxctl", targets: ["soundboxctl"]),
+    ],
+    targets: [
+        // One system-library target per C library (modulemap + shim.h).
+        .systemLibrary(name: "CALSA", providers: [.apt(["libasound2-dev"])]),
+        .systemLibrary(name: "CMosquitto", providers: [.apt(["libmosquitto-dev"])]),
+        .systemLibrary(name: "CMPG123", providers: [.apt(["libmpg123-dev"])]),
+        .systemLibrary(name: "CGPIOD", providers: [.apt(["libgpiod-dev"])]),
+        .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
+
+        // The core: amounts, grammars, voice-pack manifests. No C imports.
+        .target(name: "Soundbox"),
+        // Edge adapters.
+        .target(name: "SoundboxAudio", dependencies: ["Soundbox", "CALSA", "CMPG123"], path: "Sources/Audio"),
+        .target(name: "MQTTBridge", dependencies: ["Soundbox", "CMosquitto"]),
+        .target(name: "GPIO", dependencies: ["Soundbox", "CGPIOD"]),
+
+        // The two executables: thin wiring.
+        .executableTarget(name: "soundboxd", dependencies: ["Soundbox", "SoundboxAudio", "MQTTBridge", "GPIO"]),
+        .executableTarget(name: "soundboxctl", dependencies: ["Soundbox", "SoundboxAudio"]),
+
+        // Benchmarks (bench/README.md); not part of the test suite.
+        .executableTarget(name: "soundbox-bench", dependencies: ["Soundbox", "SoundboxAudio"], path: "bench/Sources"),
+
+        .testTarget(name: "SoundboxTests", dependencies: ["Soundbox"]),
+        .testTarget(name: "AudioTests", dependencies: ["Soundbox", "SoundboxAudio"]),
+        .testTarget(name: "CLITests", dependencies: ["Soundbox"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

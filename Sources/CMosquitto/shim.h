@@ -1,0 +1,3 @@
+// CMosquitto: the C API of libmosquitto, as Debian 12 ships it (libmosquitto-dev 2.0.11).
+#pragma once
+#include <mosquitto.h>

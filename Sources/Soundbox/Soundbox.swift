@@ -1,0 +1,2 @@
+/// The version of soundboxd and soundboxctl.
+public let soundboxVersion = "0.1.0"

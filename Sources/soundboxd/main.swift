@@ -1,0 +1,2 @@
+import Soundbox
+print("soundboxd \(soundboxVersion)")
