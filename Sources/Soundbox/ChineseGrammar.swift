@@ -38,7 +38,8 @@ public struct ChineseGrammar: Grammar {
     }
 
     public func summary(count: Int, total: Amount) -> [String] {
-        ["今日收款"] + Self.integer(Int64(count)) + ["笔", "共"] + clips(for: total)
+        ["今日收款"] + Self.integer(Int64(count)) + ["笔"]
+            + (total.minorUnits > 0 ? ["共"] + clips(for: total) : [])
     }
 
     public var clipNames: [String] {

@@ -31,7 +31,8 @@ public protocol Grammar: Sendable {
     func clips(for amount: Amount) -> [String]
     /// The clips of a fixed prompt.
     func clips(for prompt: Prompt) -> [String]
-    /// Today's summary: number of payments and their total.
+    /// Today's summary: number of payments and their total (which may be
+    /// zero: "today, zero payments").
     func summary(count: Int, total: Amount) -> [String]
     /// Every clip name this grammar can ever produce: what a pack must hold.
     var clipNames: [String] { get }

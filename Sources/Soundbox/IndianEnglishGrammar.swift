@@ -34,11 +34,12 @@ public struct IndianEnglishGrammar: Grammar {
     public func clips(for prompt: Prompt) -> [String] { [prompt.rawValue] }
 
     public func summary(count: Int, total: Amount) -> [String] {
-        ["today_total"] + Self.cardinal(Int64(count)) + ["payments", "total"] + clips(for: total)
+        ["today_total"] + Self.cardinal(Int64(count)) + ["payments"]
+            + (total.minorUnits > 0 ? ["total"] + clips(for: total) : [])
     }
 
     public var clipNames: [String] {
-        Self.ones.dropFirst() + Self.tens.filter { !$0.isEmpty } + Self.scales.map(\.1)
+        Self.ones + Self.tens.filter { !$0.isEmpty } + Self.scales.map(\.1)
             + ["and", "rupee", "rupees", "paisa", "paise"]
             + Channel.allCases.map(prefix(for:))
             + Prompt.allCases.flatMap(clips(for:))

@@ -1,1 +1,213 @@
+// soundboxctl: the technician's tool. Offline commands only need the voice
+// packs; see `soundboxctl --help` and docs/soundboxctl.md.
+import FoundationEssentials
+import Glibc
 import Soundbox
+import SoundboxAudio
+
+let usage = """
+    Usage: soundboxctl [--json] [--voices DIR] COMMAND [ARGS]
+
+    Offline commands (no daemon needed):
+      words AMOUNT [--lang L] [--channel C]
+                      print the clip names of an announcement, space separated
+      render AMOUNT (-o FILE.wav | --device PCM) [--lang L] [--channel C] [--volume N]
+                      write the announcement as a WAV file, or play it on an
+                      ALSA device (e.g. default, hw:0,0, file:'/tmp/o.raw',raw)
+      voice check DIR check a voice pack: manifest, every clip decodes, nothing missing
+
+    Options:
+      --json          machine-readable output on stdout
+      --voices DIR    voice pack folder (default: $SOUNDBOX_VOICES, else
+                      /usr/share/soundbox/voices)
+      --lang L        voice pack / language: zh-CN (default), en-IN
+      --channel C     alipay, wechat or other (picks the opening words)
+      --volume N      0-10 (default 10 for render)
+      -h, --help      this help;  --version  the version
+
+    AMOUNT is a decimal with at most two decimals, 0.01 to 999999999999.99.
+    Exit status: 0 success, 1 failure (explained), 2 usage error.
+    """
+
+struct Failure: Error { var message: String; var code: String; var status: Int32 }
+func usageError(_ m: String) -> Failure { Failure(message: m, code: "usage", status: 2) }
+func failure(_ m: String, code: String) -> Failure { Failure(message: m, code: code, status: 1) }
+
+/// Arguments after the global options: positionals and `--name value` pairs.
+struct Arguments {
+    var positional: [String] = []
+    var options: [String: String] = [:]
+    var flags: Set<String> = []
+
+    static let valued: Set<String> = ["--lang", "--channel", "--volume", "-o", "--output", "--device", "--voices"]
+    static let boolean: Set<String> = ["--json", "-h", "--help", "--version"]
+
+    init(_ args: [String]) throws(Failure) {
+        var it = args.makeIterator()
+        while let a = it.next() {
+            if Self.valued.contains(a) {
+                guard let v = it.next() else { throw usageError("\(a) needs a value") }
+                options[a == "--output" ? "-o" : a] = v
+            } else if Self.boolean.contains(a) {
+                flags.insert(a == "-h" ? "--help" : a)
+            } else if a.hasPrefix("-") && a.count > 1 && Double(a) == nil {
+                throw usageError("unknown option \(a)")
+            } else {
+                positional.append(a)
+            }
+        }
+    }
+}
+
+/// "soundboxctl: message" on standard error.
+func printError(_ message: String) {
+    let line = Array("soundboxctl: \(message)\n".utf8)
+    _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+}
+
+let env = ProcessInfo.processInfo.environment
+/// Prints results as text or, with --json, as one JSON object.
+struct Output {
+    var json: Bool
+    func emit<T: Encodable>(_ value: T, text: String) {
+        if json {
+        let e = JSONEncoder()
+        e.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        print(String(decoding: try! e.encode(value), as: UTF8.self))
+        } else {
+            print(text)
+        }
+    }
+}
+
+func parseAmount(_ args: Arguments) throws(Failure) -> Amount {
+    guard args.positional.count == 1 else {
+        throw usageError(args.positional.isEmpty ? "missing AMOUNT" : "expected one AMOUNT, got \(args.positional.count) arguments")
+    }
+    do { return try Amount.parse(args.positional[0], max: .wordsMax) } catch {
+        throw failure("'\(args.positional[0])': \(error)", code: error.code)
+    }
+}
+
+func voicesDirectory(_ args: Arguments) -> String {
+    args.options["--voices"] ?? env["SOUNDBOX_VOICES"] ?? "/usr/share/soundbox/voices"
+}
+
+/// The grammar for --lang: a grammar's own name, or a pack that names one.
+func grammar(_ args: Arguments) throws(Failure) -> any Grammar {
+    let lang = args.options["--lang"] ?? "zh-CN"
+    if let g = Grammars.named(lang) { return g }
+    do { return try VoicePackManifest.load(directory: voicesDirectory(args) + "/" + lang).grammarImplementation } catch {
+        throw failure("unknown language '\(lang)' (\(error)); grammars: \(Grammars.all.map(\.name).joined(separator: ", "))", code: "unknown_lang")
+    }
+}
+
+func channel(_ args: Arguments) -> Channel { Channel(name: args.options["--channel"]) }
+
+struct WordsResult: Encodable { var amount: String; var minor_units: Int64; var lang: String; var clips: [String] }
+
+func words(_ args: Arguments, _ out: Output) throws(Failure) {
+    let amount = try parseAmount(args)
+    let g = try grammar(args)
+    let clips = g.announcement(amount, channel: channel(args))
+    out.emit(WordsResult(amount: amount.description, minor_units: amount.minorUnits, lang: g.name, clips: clips),
+         text: clips.joined(separator: " "))
+}
+
+struct RenderResult: Encodable {
+    var amount: String; var lang: String; var clips: [String]; var output: String
+    var duration_ms: Int; var sample_rate: Int; var volume: Int
+    var substitutions: [Substitution]
+    struct Substitution: Encodable { var clip: String; var source: String }
+}
+
+func render(_ args: Arguments, _ out: Output) throws(Failure) {
+    let amount = try parseAmount(args)
+    let lang = args.options["--lang"] ?? "zh-CN"
+    let target: OutputChoice
+    switch (args.options["-o"], args.options["--device"]) {
+    case (let path?, nil): target = .wav(path: path)
+    case (nil, let device?): target = .alsa(device: device)
+    case (nil, nil): throw usageError("render needs -o FILE.wav or --device PCM")
+    default: throw usageError("render takes either -o or --device, not both")
+    }
+    let volumeText = args.options["--volume"] ?? "10"
+    guard let volume = Int(volumeText), Volume.range.contains(volume) else {
+        throw usageError("--volume must be an integer 0-10, not '\(volumeText)'")
+    }
+    let bank = VoiceBank(directory: voicesDirectory(args))
+    let rendition: Rendition
+    let clips: [String]
+    do {
+        let pack = try bank.load(lang)
+        clips = pack.grammar.announcement(amount, channel: channel(args))
+        rendition = try bank.render(clips, pack: lang, volume: volume)
+    } catch {
+        throw failure("voice pack '\(lang)': \(error)", code: "voice_pack")
+    }
+    let output: String
+    do {
+        switch target {
+        case .wav(let path):
+            try WAV.write(rendition.samples, format: rendition.format, to: path)
+            output = path
+        default:
+            let device = try target.make()
+            _ = try device.play(rendition.samples, format: rendition.format, shouldStop: { false })
+            output = device.name
+        }
+    } catch {
+        throw failure(error.description, code: "audio")
+    }
+    for s in rendition.substitutions {
+        let from = s.pack.map { "fallback pack '\($0)'" } ?? "the built-in chime"
+        printError("warning: clip '\(s.clip)' missing or broken in '\(lang)', used \(from)")
+    }
+    let ms = Int(rendition.duration * 1000)
+    out.emit(RenderResult(amount: amount.description, lang: lang, clips: clips, output: output, duration_ms: ms,
+                      sample_rate: rendition.format.sampleRate, volume: volume,
+                      substitutions: rendition.substitutions.map { .init(clip: $0.clip, source: $0.pack ?? "chime") }),
+         text: "\(output): \(clips.joined(separator: " ")) (\(ms) ms)")
+}
+
+func voice(_ args: Arguments, _ out: Output) throws(Failure) {
+    guard args.positional.first == "check" else { throw usageError("usage: voice check DIR") }
+    guard args.positional.count == 2 else { throw usageError("voice check needs exactly one DIR") }
+    let report = VoiceCheckReport.check(directory: args.positional[1])
+    var lines = ["\(report.pack): \(report.ok ? "OK" : "FAILED") (\(report.grammar ?? "?") grammar, \(report.clips) clips)"]
+    lines += report.errors.map { "error: " + ($0.clip.map { "clip '\($0)': " } ?? "") + $0.problem }
+    lines += report.warnings.map { "warning: " + ($0.clip.map { "clip '\($0)': " } ?? "") + $0.problem }
+    out.emit(report, text: lines.joined(separator: "\n"))
+    if !report.ok { exit(1) }
+}
+
+func run(_ args: Arguments) throws(Failure) {
+    let out = Output(json: args.flags.contains("--json"))
+    if args.flags.contains("--version") { print("soundboxctl \(soundboxVersion)"); return }
+    guard !args.flags.contains("--help"), let command = args.positional.first else {
+        if args.flags.contains("--help") { print(usage); return }
+        throw usageError("missing COMMAND (see --help)")
+    }
+    var rest = args
+    rest.positional.removeFirst()
+    switch command {
+    case "words": try words(rest, out)
+    case "render": try render(rest, out)
+    case "voice": try voice(rest, out)
+    case "help": print(usage)
+    default: throw usageError("unknown command '\(command)' (see --help)")
+    }
+}
+
+let argv = Array(CommandLine.arguments.dropFirst())
+do {
+    try run(try Arguments(argv))
+} catch {
+    if argv.contains("--json") {
+        struct Err: Encodable { var error: String; var code: String }
+        Output(json: true).emit(Err(error: error.message, code: error.code), text: "")
+    } else {
+        printError(error.message)
+    }
+    exit(error.status)
+}

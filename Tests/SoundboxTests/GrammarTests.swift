@@ -37,6 +37,7 @@ private let en = IndianEnglishGrammar()
     @Test func summaryReadsCountAndTotal() throws {
         #expect(zh.summary(count: 12, total: try amount("300.5"))
             == ["今日收款", "十", "二", "笔", "共", "三", "百", "点", "五", "元"])
+        #expect(zh.summary(count: 0, total: Amount(minorUnits: 0)) == ["今日收款", "零", "笔"])
     }
 }
 
@@ -76,6 +77,7 @@ func grammarsOnlyProduceDeclaredClips(_ name: String) throws {
     var produced = Set(Channel.allCases.map(g.prefix(for:)))
     produced.formUnion(Prompt.allCases.flatMap(g.clips(for:)))
     produced.formUnion(g.summary(count: 1234, total: Amount(minorUnits: 101)))
+    produced.formUnion(g.summary(count: 0, total: Amount(minorUnits: 0)))
     for _ in 0..<20_000 { produced.formUnion(g.clips(for: randomAmount(&rng))) }
     #expect(produced.subtracting(declared).isEmpty)
     #expect(declared.subtracting(produced).isEmpty, "declared but never produced")

@@ -1,0 +1,189 @@
+import CALSA
+import Glibc
+
+/// How a `play` ended.
+public enum PlayOutcome: Sendable, Equatable {
+    /// Every frame was handed to the device and drained.
+    case completed
+    /// `shouldStop` said stop (mute, shutdown) before the end; what was
+    /// queued in the device was dropped.
+    case interrupted
+}
+
+/// Where announcements go: a sound card, a WAV file, or nowhere in real
+/// time. Implementations are used from one thread at a time.
+public protocol AudioOutput: AnyObject {
+    /// For logs and `doctor`: "alsa:default", "wav:/tmp/x.wav", "null".
+    var name: String { get }
+    /// Plays `samples` and returns when they have been played (or dropped).
+    /// `shouldStop` is polled once per period, about every 20–50 ms.
+    func play(_ samples: [Int16], format: PCMFormat, shouldStop: () -> Bool) throws(AudioError) -> PlayOutcome
+}
+
+/// Which output to build; from config (`audio.output`, `audio.device`,
+/// `audio.wav_file`) or a command's flags.
+public enum OutputChoice: Sendable, Equatable {
+    case alsa(device: String)
+    case wav(path: String)
+    /// Imitates playback time without a device (`realtime: false` returns at once).
+    case null(realtime: Bool)
+
+    public func make() throws(AudioError) -> any AudioOutput {
+        switch self {
+        case .alsa(let device): ALSAOutput(device: device)
+        case .wav(let path): try WAVFileOutput(path: path)
+        case .null(let realtime): NullOutput(realtime: realtime)
+        }
+    }
+}
+
+/// A PCM device through alsa-lib. Keeps the device open between
+/// announcements; reopens it after an error (a USB speaker unplugged and
+/// plugged back), trying a bounded number of times before it gives up.
+public final class ALSAOutput: AudioOutput {
+    public let device: String
+    /// Waits before each reopen; the sum bounds how long a payment waits
+    /// for a missing device before it is reported `failed`.
+    public let retryDelays: [Double]
+    private var pcm: OpaquePointer?
+    private var openFormat: PCMFormat?
+    private var periodFrames = 1024
+
+    public init(device: String, retryDelays: [Double] = [0.25, 0.5, 1, 2]) {
+        self.device = device
+        self.retryDelays = retryDelays
+    }
+    deinit { close() }
+
+    public var name: String { "alsa:\(device)" }
+
+    public func play(_ samples: [Int16], format: PCMFormat, shouldStop: () -> Bool) throws(AudioError) -> PlayOutcome {
+        var delays = retryDelays[...]
+        while true {
+            do {
+                try open(format)
+                return try write(samples, channels: format.channels, shouldStop: shouldStop)
+            } catch {
+                close()
+                guard let delay = delays.popFirst(), !shouldStop() else { throw error }
+                pause(seconds: delay)
+            }
+        }
+    }
+
+    /// Closes the device; the next `play` opens it again.
+    public func close() {
+        if let pcm { snd_pcm_close(pcm) }
+        pcm = nil
+        openFormat = nil
+    }
+
+    private func open(_ format: PCMFormat) throws(AudioError) {
+        if pcm != nil && openFormat == format { return }
+        close()
+        var handle: OpaquePointer?
+        try check(snd_pcm_open(&handle, device, SND_PCM_STREAM_PLAYBACK, 0), "snd_pcm_open(\(device))")
+        pcm = handle
+        // 100 ms of buffer: short enough that a stop is heard at once, long
+        // enough to ride over scheduling hiccups on a small board.
+        try check(snd_pcm_set_params(handle, SND_PCM_FORMAT_S16_LE, SND_PCM_ACCESS_RW_INTERLEAVED,
+                                     UInt32(format.channels), UInt32(format.sampleRate), 1, 100_000),
+                  "snd_pcm_set_params(\(format))")
+        var buffer: snd_pcm_uframes_t = 0, period: snd_pcm_uframes_t = 0
+        try check(snd_pcm_get_params(handle, &buffer, &period), "snd_pcm_get_params")
+        periodFrames = max(64, Int(period))
+        openFormat = format
+    }
+
+    private func write(_ samples: [Int16], channels: Int, shouldStop: () -> Bool) throws(AudioError) -> PlayOutcome {
+        guard let pcm else { return .completed }
+        let frames = samples.count / channels
+        var done = 0
+        while done < frames {
+            if shouldStop() {
+                snd_pcm_drop(pcm)
+                snd_pcm_prepare(pcm)
+                return .interrupted
+            }
+            let n = min(periodFrames, frames - done)
+            let r = samples.withUnsafeBufferPointer {
+                snd_pcm_writei(pcm, $0.baseAddress! + done * channels, snd_pcm_uframes_t(n))
+            }
+            if r < 0 {
+                // Underrun (-EPIPE), suspend (-ESTRPIPE) and -EINTR are
+                // recoverable; anything else (-ENODEV: unplugged) is not.
+                try check(snd_pcm_recover(pcm, Int32(r), 1), "snd_pcm_writei")
+                continue
+            }
+            done += Int(r)
+        }
+        try check(snd_pcm_drain(pcm), "snd_pcm_drain")
+        // drain leaves the PCM in SETUP state; prepare it for the next play.
+        try check(snd_pcm_prepare(pcm), "snd_pcm_prepare")
+        return .completed
+    }
+
+    private func check(_ rc: Int32, _ call: String) throws(AudioError) {
+        if rc < 0 { throw AudioError(call: call, code: rc, message: String(cString: snd_strerror(rc))) }
+    }
+}
+
+/// Appends every announcement to one WAV file, keeping its header valid
+/// after each, for demos on machines without a sound card and for tests.
+public final class WAVFileOutput: AudioOutput {
+    public let path: String
+    private let file: PosixFile
+    private var format: PCMFormat?
+    private var dataBytes = 0
+
+    public init(path: String) throws(AudioError) {
+        self.path = path
+        file = try PosixFile(path: path, flags: O_WRONLY | O_CREAT | O_TRUNC)
+    }
+
+    public var name: String { "wav:\(path)" }
+
+    public func play(_ samples: [Int16], format: PCMFormat, shouldStop: () -> Bool) throws(AudioError) -> PlayOutcome {
+        if self.format == nil {
+            try file.write(WAV.header(format: format, dataBytes: 0))
+            self.format = format
+        }
+        guard self.format == format else {
+            throw AudioError(call: "play(\(path))", code: EINVAL, message: "format \(format) differs from the file's \(self.format!)")
+        }
+        try file.write(samples)
+        dataBytes += samples.count * 2
+        try file.pwrite(WAV.header(format: format, dataBytes: dataBytes), at: 0)
+        return .completed
+    }
+}
+
+/// No device: takes as long as the sound would (unless `realtime` is
+/// false), so the rest of the daemon behaves as on a board with a speaker.
+public final class NullOutput: AudioOutput {
+    public let realtime: Bool
+    public private(set) var framesPlayed = 0
+    public init(realtime: Bool = true) { self.realtime = realtime }
+    public var name: String { "null" }
+
+    public func play(_ samples: [Int16], format: PCMFormat, shouldStop: () -> Bool) throws(AudioError) -> PlayOutcome {
+        let frames = samples.count / format.channels
+        let chunk = format.frames(milliseconds: 20)
+        var done = 0
+        while done < frames {
+            if shouldStop() { return .interrupted }
+            let n = min(chunk, frames - done)
+            if realtime { pause(seconds: Double(n) / Double(format.sampleRate)) }
+            done += n
+            framesPlayed += n
+        }
+        return .completed
+    }
+}
+
+/// Sleeps through signals (EINTR) for the whole time.
+func pause(seconds: Double) {
+    var left = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - seconds.rounded(.down)) * 1e9))
+    var rest = timespec()
+    while nanosleep(&left, &rest) != 0 && errno == EINTR { left = rest }
+}

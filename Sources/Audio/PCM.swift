@@ -1,0 +1,141 @@
+import Glibc
+
+/// The one PCM format the engine produces: signed 16-bit little-endian,
+/// interleaved. Every clip is decoded into it once, at load.
+public struct PCMFormat: Hashable, Sendable, CustomStringConvertible {
+    public var sampleRate: Int
+    public var channels: Int
+    public init(sampleRate: Int, channels: Int = 1) { self.sampleRate = sampleRate; self.channels = channels }
+    public static let standard = PCMFormat(sampleRate: 22050, channels: 1)
+
+    public func frames(milliseconds ms: Int) -> Int { sampleRate * ms / 1000 }
+    public func duration(samples: Int) -> Double { Double(samples / channels) / Double(sampleRate) }
+    public var description: String { "S16_LE \(sampleRate) Hz \(channels == 1 ? "mono" : "\(channels) ch")" }
+}
+
+/// Volume 0...10 in 2.5 dB steps (10 = unchanged, 0 = silent), applied
+/// with integer arithmetic so that a rendering is byte-exact and repeatable.
+public enum Volume {
+    public static let range = 0...10
+    /// Q15 gains for levels 10, 9, ... 1: 10^(-2.5·k/20) · 32768.
+    static let gains: [Int32] = [32768, 24573, 18427, 13818, 10362, 7771, 5827, 4370, 3277, 2457]
+
+    public static func apply(_ level: Int, to samples: inout [Int16]) {
+        let level = min(max(level, 0), 10)
+        if level == 10 { return }
+        if level == 0 { for i in samples.indices { samples[i] = 0 }; return }
+        let g = gains[10 - level]
+        samples.withUnsafeMutableBufferPointer { buf in
+            for i in buf.indices { buf[i] = Int16(truncatingIfNeeded: (Int32(buf[i]) * g + 16384) >> 15) }
+        }
+    }
+}
+
+enum Silence {
+    /// Below this absolute sample value a frame counts as silence (≈ -40 dBFS).
+    static let threshold: Int16 = 330
+    /// Audio kept on each side of the first and last loud frame.
+    static let marginMs = 5
+
+    /// Cuts leading and trailing silence, keeping a short margin so that
+    /// soft onsets and decays are not clipped.
+    static func trim(_ s: [Int16], format: PCMFormat) -> [Int16] {
+        let ch = format.channels
+        guard let first = s.firstIndex(where: { abs(Int32($0)) > threshold }),
+              let last = s.lastIndex(where: { abs(Int32($0)) > threshold }) else { return [] }
+        let margin = format.frames(milliseconds: marginMs) * ch
+        let start = max(0, (first / ch) * ch - margin)
+        let end = min(s.count, (last / ch + 1) * ch + margin)
+        return Array(s[start..<end])
+    }
+}
+
+/// The built-in chime: what plays in place of a clip that no pack can
+/// supply, so an announcement is never silently skipped.
+enum Chime {
+    static func samples(format: PCMFormat) -> [Int16] {
+        var out: [Int16] = []
+        for freq in [880.0, 660.0] {
+            let n = format.frames(milliseconds: 140), fade = format.frames(milliseconds: 10)
+            for i in 0..<n {
+                let env = Double(min(i, n - 1 - i, fade)) / Double(fade)
+                let v = Int16(9000 * env * sin(2 * Double.pi * freq * Double(i) / Double(format.sampleRate)))
+                out.append(contentsOf: repeatElement(v, count: format.channels))
+            }
+        }
+        return out
+    }
+}
+
+/// RIFF/WAVE with a 44-byte header.
+public enum WAV {
+    public static func header(format: PCMFormat, dataBytes: Int) -> [UInt8] {
+        var h: [UInt8] = []
+        func u32(_ v: Int) { withUnsafeBytes(of: UInt32(v).littleEndian) { h += $0 } }
+        func u16(_ v: Int) { withUnsafeBytes(of: UInt16(v).littleEndian) { h += $0 } }
+        h += Array("RIFF".utf8); u32(36 + dataBytes); h += Array("WAVE".utf8)
+        h += Array("fmt ".utf8); u32(16); u16(1); u16(format.channels); u32(format.sampleRate)
+        u32(format.sampleRate * format.channels * 2); u16(format.channels * 2); u16(16)
+        h += Array("data".utf8); u32(dataBytes)
+        return h
+    }
+
+    /// Writes a whole WAV file.
+    public static func write(_ samples: [Int16], format: PCMFormat, to path: String) throws(AudioError) {
+        let file = try PosixFile(path: path, flags: O_WRONLY | O_CREAT | O_TRUNC)
+        try file.write(header(format: format, dataBytes: samples.count * 2))
+        try file.write(samples)
+    }
+}
+
+/// One open file descriptor, closed in `deinit`.
+final class PosixFile {
+    let fd: Int32
+    let path: String
+
+    init(path: String, flags: Int32) throws(AudioError) {
+        self.path = path
+        fd = open(path, flags | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw AudioError(call: "open(\(path))", code: errno) }
+    }
+    deinit { close(fd) }
+
+    func write(_ bytes: [UInt8]) throws(AudioError) {
+        if let e = bytes.withUnsafeBytes(writeAll) { throw e }
+    }
+    func write(_ samples: [Int16]) throws(AudioError) {
+        // The engine's format is little-endian and so is every target we build for.
+        if let e = samples.withUnsafeBytes(writeAll) { throw e }
+    }
+    private func writeAll(_ b: UnsafeRawBufferPointer) -> AudioError? {
+        var done = 0
+        while done < b.count {
+            let n = Glibc.write(fd, b.baseAddress! + done, b.count - done)
+            if n < 0 {
+                if errno == EINTR { continue }
+                return AudioError(call: "write(\(path))", code: errno)
+            }
+            done += n
+        }
+        return nil
+    }
+    func pwrite(_ bytes: [UInt8], at offset: Int) throws(AudioError) {
+        let n = bytes.withUnsafeBytes { Glibc.pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) }
+        guard n == bytes.count else { throw AudioError(call: "pwrite(\(path))", code: errno) }
+    }
+}
+
+/// An audio failure: the C call that failed and its code (an errno for
+/// POSIX calls, a negative ALSA code or an mpg123 code otherwise).
+public struct AudioError: Error, Sendable, CustomStringConvertible {
+    public let call: String
+    public let code: Int32
+    public let message: String
+
+    public init(call: String, code: Int32, message: String? = nil) {
+        self.call = call
+        self.code = code
+        self.message = message ?? String(cString: strerror(code < 0 ? -code : code))
+    }
+    public var description: String { "\(call) failed: \(message) (\(code))" }
+}
