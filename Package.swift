@@ -32,7 +32,7 @@ let package = Package(
 
         .testTarget(name: "SoundboxTests", dependencies: ["Soundbox"]),
         .testTarget(name: "AudioTests", dependencies: ["Soundbox", "SoundboxAudio"]),
-        .testTarget(name: "CLITests", dependencies: ["Soundbox"]),
+        .testTarget(name: "CLITests", dependencies: ["Soundbox", "soundboxctl"]),
     ],
     swiftLanguageModes: [.v6]
 )

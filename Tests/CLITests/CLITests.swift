@@ -1,0 +1,151 @@
+import Foundation
+import Testing
+
+/// Runs the built `soundboxctl` (it sits next to the test bundle).
+struct Ctl {
+    static let binary: String = {
+        let exe = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        return exe.deletingLastPathComponent().appendingPathComponent("soundboxctl").path
+    }()
+    static let voices: String = {
+        var url = URL(fileURLWithPath: #filePath)
+        for _ in 0..<3 { url.deleteLastPathComponent() }
+        return url.path + "/voices"
+    }()
+
+    let status: Int32
+    let stdout: String
+    let stderr: String
+
+    init(_ args: String...) throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: Self.binary)
+        p.arguments = args
+        p.environment = ["SOUNDBOX_VOICES": Self.voices, "PATH": "/usr/bin:/bin"]
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        let o = out.fileHandleForReading.readDataToEndOfFile()
+        let e = err.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        status = p.terminationStatus
+        stdout = String(decoding: o, as: UTF8.self)
+        stderr = String(decoding: e, as: UTF8.self)
+    }
+
+    func json() throws -> [String: Any] {
+        try JSONSerialization.jsonObject(with: Data(stdout.utf8)) as! [String: Any]
+    }
+}
+
+@Suite struct WordsCommandTests {
+    @Test func printsClipNamesOnOneLine() throws {
+        let r = try Ctl("words", "123456789.12", "--channel", "wechat")
+        #expect(r.status == 0)
+        #expect(r.stdout == "微信收款 一 亿 二 千 三 百 四 十 五 万 六 千 七 百 八 十 九 点 一 二 元\n")
+        let en = try Ctl("words", "120000.50", "--lang", "en-IN")
+        #expect(en.stdout == "received rupees one lakh twenty thousand and fifty paise\n")
+    }
+
+    @Test func json() throws {
+        let r = try Ctl("--json", "words", "0.1")
+        #expect(r.status == 0)
+        let j = try r.json()
+        #expect(j["amount"] as? String == "0.10")
+        #expect(j["minor_units"] as? Int == 10)
+        #expect(j["clips"] as? [String] == ["收款到账", "零", "点", "一", "元"])
+    }
+
+    /// Each bad amount: exit 1, its own code, a message naming the problem.
+    @Test(arguments: [
+        ("-1", "negative"), ("0", "zero"), ("1.001", "too_many_decimals"), ("1e3", "exponent"),
+        ("NaN", "not_finite"), ("+1", "leading_plus"), ("1 0", "whitespace"), ("１", "non_ascii_digit"),
+        ("1000000000000", "above_limit"), ("", "empty"), ("12abc", "malformed"),
+    ])
+    func badAmounts(_ amount: String, _ code: String) throws {
+        let r = try Ctl("words", amount, "--json")
+        #expect(r.status == 1)
+        #expect(try r.json()["code"] as? String == code)
+        let text = try Ctl("words", amount)
+        #expect(text.status == 1 && text.stdout.isEmpty)
+        #expect(text.stderr.hasPrefix("soundboxctl: '\(amount)': amount "))
+    }
+
+    @Test(arguments: [["words"], ["words", "1", "2"], ["frobnicate"], ["words", "1", "--bogus"], ["words", "1", "--lang"], []])
+    func usageErrorsExitTwo(_ args: [String]) throws {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: Ctl.binary)
+        p.arguments = args
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 2)
+    }
+
+    @Test func unknownLanguage() throws {
+        let r = try Ctl("words", "1", "--lang", "fr-FR")
+        #expect(r.status == 1)
+        #expect(r.stderr.contains("unknown language 'fr-FR'"))
+    }
+
+    @Test func helpListsEveryCommand() throws {
+        let r = try Ctl("--help")
+        #expect(r.status == 0)
+        for word in ["words AMOUNT", "render AMOUNT", "voice check DIR", "--json", "Exit status"] {
+            #expect(r.stdout.contains(word))
+        }
+    }
+}
+
+@Suite struct RenderCommandTests {
+    /// `render --device` through ALSA's file plugin writes exactly the PCM
+    /// that `render -o` puts in the WAV's data chunk.
+    @Test func alsaBytesEqualTheWAVData() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ctl-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let wav = try Ctl("render", "99999999.99", "-o", dir + "/a.wav", "--volume", "7", "--channel", "alipay", "--json")
+        #expect(wav.status == 0, "\(wav.stderr)")
+        let alsa = try Ctl("render", "99999999.99", "--device", "file:'\(dir)/a.raw',raw", "--volume", "7", "--channel", "alipay")
+        #expect(alsa.status == 0, "\(alsa.stderr)")
+        let wavData = try Data(contentsOf: URL(fileURLWithPath: dir + "/a.wav"))
+        let raw = try Data(contentsOf: URL(fileURLWithPath: dir + "/a.raw"))
+        #expect(raw.count > 100_000)
+        #expect(wavData.count == raw.count + 44)
+        #expect(wavData.dropFirst(44) == raw)
+        let j = try wav.json()
+        #expect(j["duration_ms"] as? Int == raw.count / 2 * 1000 / 22050)
+        #expect((j["clips"] as? [String])?.first == "支付宝到账")
+    }
+
+    @Test func renderErrors() throws {
+        #expect(try Ctl("render", "1").status == 2)
+        #expect(try Ctl("render", "1", "-o", "/tmp/x.wav", "--volume", "11").status == 2)
+        let r = try Ctl("render", "1", "-o", "/nonexistent/x.wav")
+        #expect(r.status == 1)
+        #expect(r.stderr.contains("open(/nonexistent/x.wav) failed"))
+        let dev = try Ctl("render", "1", "--device", "hw:CARD=NoSuchCard,DEV=0", "--json")
+        #expect(dev.status == 1)
+        #expect(try dev.json()["code"] as? String == "audio")
+    }
+}
+
+@Suite struct VoiceCheckCommandTests {
+    @Test func goodPack() throws {
+        let r = try Ctl("voice", "check", Ctl.voices + "/zh-CN", "--json")
+        #expect(r.status == 0)
+        #expect(try r.json()["ok"] as? Bool == true)
+    }
+
+    @Test func corruptClipIsNamed() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ctl-\(UUID())").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try FileManager.default.copyItem(atPath: Ctl.voices + "/en-IN", toPath: dir)
+        try Data(repeating: 0x55, count: 4000).write(to: URL(fileURLWithPath: dir + "/seven.mp3"))
+        let r = try Ctl("voice", "check", dir)
+        #expect(r.status == 1)
+        #expect(r.stdout.contains("error: clip 'seven': seven.mp3:"))
+    }
+}
