@@ -1,5 +1,6 @@
 import CALSA
 import Glibc
+import Soundbox
 
 /// How a `play` ended.
 public enum PlayOutcome: Sendable, Equatable {
@@ -27,6 +28,15 @@ public enum OutputChoice: Sendable, Equatable {
     case wav(path: String)
     /// Imitates playback time without a device (`realtime: false` returns at once).
     case null(realtime: Bool)
+
+    /// The output `audio.output` selects.
+    public init(_ config: Config) {
+        switch config[.audioOutput] {
+        case "wav": self = .wav(path: config[.audioWavFile])
+        case "null": self = .null(realtime: true)
+        default: self = .alsa(device: config[.audioDevice])
+        }
+    }
 
     public func make() throws(AudioError) -> any AudioOutput {
         switch self {

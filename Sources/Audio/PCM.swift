@@ -79,13 +79,6 @@ public enum WAV {
         h += Array("data".utf8); u32(dataBytes)
         return h
     }
-
-    /// Writes a whole WAV file.
-    public static func write(_ samples: [Int16], format: PCMFormat, to path: String) throws(AudioError) {
-        let file = try PosixFile(path: path, flags: O_WRONLY | O_CREAT | O_TRUNC)
-        try file.write(header(format: format, dataBytes: samples.count * 2))
-        try file.write(samples)
-    }
 }
 
 /// One open file descriptor, closed in `deinit`.

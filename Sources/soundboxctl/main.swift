@@ -6,23 +6,24 @@ import Soundbox
 import SoundboxAudio
 
 let usage = """
-    Usage: soundboxctl [--json] [--voices DIR] COMMAND [ARGS]
+    Usage: soundboxctl [--json] [--config FILE] [--voices DIR] COMMAND [ARGS]
 
     Offline commands (no daemon needed):
       words AMOUNT [--lang L] [--channel C]
                       print the clip names of an announcement, space separated
-      render AMOUNT (-o FILE.wav | --device PCM) [--lang L] [--channel C] [--volume N]
+      render AMOUNT [-o FILE.wav | --device PCM] [--lang L] [--channel C] [--volume N]
                       write the announcement as a WAV file, or play it on an
-                      ALSA device (e.g. default, hw:0,0, file:'/tmp/o.raw',raw)
+                      ALSA device (e.g. default, hw:0,0, file:'/tmp/o.raw',raw);
+                      with neither, play it on the configured audio.output
       voice check DIR check a voice pack: manifest, every clip decodes, nothing missing
 
     Options:
       --json          machine-readable output on stdout
-      --voices DIR    voice pack folder (default: $SOUNDBOX_VOICES, else
-                      /usr/share/soundbox/voices)
-      --lang L        voice pack / language: zh-CN (default), en-IN
+      --config FILE   settings file (default /etc/soundbox/soundbox.conf, if present)
+      --voices DIR    voice pack folder (default: $SOUNDBOX_VOICES, else voice.dir)
+      --lang L        voice pack / language (default voice.lang: zh-CN); zh-CN, en-IN
       --channel C     alipay, wechat or other (picks the opening words)
-      --volume N      0-10 (default 10 for render)
+      --volume N      0-10 (default audio.volume: 6)
       -h, --help      this help;  --version  the version
 
     AMOUNT is a decimal with at most two decimals, 0.01 to 999999999999.99.
@@ -39,7 +40,7 @@ struct Arguments {
     var options: [String: String] = [:]
     var flags: Set<String> = []
 
-    static let valued: Set<String> = ["--lang", "--channel", "--volume", "-o", "--output", "--device", "--voices"]
+    static let valued: Set<String> = ["--lang", "--channel", "--volume", "-o", "--output", "--device", "--voices", "--config"]
     static let boolean: Set<String> = ["--json", "-h", "--help", "--version"]
 
     init(_ args: [String]) throws(Failure) {
@@ -89,15 +90,28 @@ func parseAmount(_ args: Arguments) throws(Failure) -> Amount {
     }
 }
 
-func voicesDirectory(_ args: Arguments) -> String {
-    args.options["--voices"] ?? env["SOUNDBOX_VOICES"] ?? "/usr/share/soundbox/voices"
+func config(_ args: Arguments) throws(Failure) -> Config {
+    do { return try Config.load(path: args.options["--config"]) } catch {
+        throw failure(error.description, code: "config")
+    }
+}
+
+func voicesDirectory(_ args: Arguments) throws(Failure) -> String {
+    if let dir = args.options["--voices"] ?? env["SOUNDBOX_VOICES"] { return dir }
+    return try config(args)[.voiceDir]
+}
+
+func language(_ args: Arguments) throws(Failure) -> String {
+    if let lang = args.options["--lang"] { return lang }
+    return try config(args)[.voiceLang]
 }
 
 /// The grammar for --lang: a grammar's own name, or a pack that names one.
 func grammar(_ args: Arguments) throws(Failure) -> any Grammar {
-    let lang = args.options["--lang"] ?? "zh-CN"
+    let lang = try language(args)
     if let g = Grammars.named(lang) { return g }
-    do { return try VoicePackManifest.load(directory: voicesDirectory(args) + "/" + lang).grammarImplementation } catch {
+    let dir = try voicesDirectory(args)
+    do { return try VoicePackManifest.load(directory: dir + "/" + lang).grammarImplementation } catch {
         throw failure("unknown language '\(lang)' (\(error)); grammars: \(Grammars.all.map(\.name).joined(separator: ", "))", code: "unknown_lang")
     }
 }
@@ -123,19 +137,20 @@ struct RenderResult: Encodable {
 
 func render(_ args: Arguments, _ out: Output) throws(Failure) {
     let amount = try parseAmount(args)
-    let lang = args.options["--lang"] ?? "zh-CN"
+    let settings = try config(args)
+    let lang = try language(args)
     let target: OutputChoice
     switch (args.options["-o"], args.options["--device"]) {
     case (let path?, nil): target = .wav(path: path)
     case (nil, let device?): target = .alsa(device: device)
-    case (nil, nil): throw usageError("render needs -o FILE.wav or --device PCM")
+    case (nil, nil): target = OutputChoice(settings)
     default: throw usageError("render takes either -o or --device, not both")
     }
-    let volumeText = args.options["--volume"] ?? "10"
+    let volumeText = args.options["--volume"] ?? settings[.audioVolume]
     guard let volume = Int(volumeText), Volume.range.contains(volume) else {
         throw usageError("--volume must be an integer 0-10, not '\(volumeText)'")
     }
-    let bank = VoiceBank(directory: voicesDirectory(args))
+    let bank = VoiceBank(directory: try voicesDirectory(args))
     let rendition: Rendition
     let clips: [String]
     do {
@@ -147,15 +162,9 @@ func render(_ args: Arguments, _ out: Output) throws(Failure) {
     }
     let output: String
     do {
-        switch target {
-        case .wav(let path):
-            try WAV.write(rendition.samples, format: rendition.format, to: path)
-            output = path
-        default:
-            let device = try target.make()
-            _ = try device.play(rendition.samples, format: rendition.format, shouldStop: { false })
-            output = device.name
-        }
+        let device = try target.make()
+        _ = try device.play(rendition.samples, format: rendition.format, shouldStop: { false })
+        output = device.name
     } catch {
         throw failure(error.description, code: "audio")
     }

@@ -120,8 +120,29 @@ struct Ctl {
         #expect((j["clips"] as? [String])?.first == "支付宝到账")
     }
 
+    /// With no -o/--device, render plays on the configured output at the
+    /// configured volume; a bad config file is named with its line.
+    @Test func followsTheConfigFile() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("ctl-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try "audio.output = wav\naudio.wav_file = \(dir)/c.wav\naudio.volume = 3\n".write(toFile: dir + "/s.conf", atomically: true, encoding: .utf8)
+        let r = try Ctl("render", "8", "--config", dir + "/s.conf", "--json")
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(try r.json()["output"] as? String == "wav:\(dir)/c.wav")
+        #expect(try r.json()["volume"] as? Int == 3)
+        let explicit = try Ctl("render", "8", "-o", dir + "/e.wav", "--volume", "3")
+        #expect(explicit.status == 0)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: dir + "/c.wav")) == Data(contentsOf: URL(fileURLWithPath: dir + "/e.wav")))
+
+        try "audio.volume = 12\n".write(toFile: dir + "/bad.conf", atomically: true, encoding: .utf8)
+        let bad = try Ctl("render", "8", "--config", dir + "/bad.conf")
+        #expect(bad.status == 1)
+        #expect(bad.stderr == "soundboxctl: \(dir)/bad.conf:1: audio.volume = '12' is not allowed; expected an integer 0-10\n")
+    }
+
     @Test func renderErrors() throws {
-        #expect(try Ctl("render", "1").status == 2)
+        #expect(try Ctl("render", "1", "-o", "/tmp/x.wav", "--device", "default").status == 2)
         #expect(try Ctl("render", "1", "-o", "/tmp/x.wav", "--volume", "11").status == 2)
         let r = try Ctl("render", "1", "-o", "/nonexistent/x.wav")
         #expect(r.status == 1)

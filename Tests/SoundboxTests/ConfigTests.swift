@@ -1,0 +1,56 @@
+import Testing
+import Soundbox
+
+@Suite struct ConfigTests {
+    @Test func defaultsWhenEmpty() throws {
+        let c = try Config.parse("", source: "x.conf")
+        #expect(c[.audioOutput] == "alsa")
+        #expect(c[.audioDevice] == "default")
+        #expect(c.integer(.audioVolume) == 6)
+        #expect(c[.voiceLang] == "zh-CN")
+    }
+
+    @Test func commentsBlankLinesAndSpaces() throws {
+        let c = try Config.parse("""
+            # the shop's box
+            audio.volume=9   # loud shop
+
+              audio.device = file:'/tmp/o.raw',raw
+            audio.output = wav
+            voice.dir = /srv/voices#1
+            """, source: "x.conf")
+        #expect(c.integer(.audioVolume) == 9)
+        #expect(c[.audioDevice] == "file:'/tmp/o.raw',raw")
+        #expect(c[.audioOutput] == "wav")
+        #expect(c[.voiceDir] == "/srv/voices#1", "a # inside a value is kept")
+    }
+
+    /// Each bad line names the file, the line, the key and what is allowed.
+    @Test(arguments: [
+        ("audio.volume = 11", "soundbox.conf:2: audio.volume = '11' is not allowed; expected an integer 0-10"),
+        ("audio.volume = loud", "soundbox.conf:2: audio.volume = 'loud' is not allowed; expected an integer 0-10"),
+        ("audio.volume = -1", "soundbox.conf:2: audio.volume = '-1' is not allowed; expected an integer 0-10"),
+        ("audio.output = speaker", "soundbox.conf:2: audio.output = 'speaker' is not allowed; expected one of alsa, wav, null"),
+        ("audio.device =", "soundbox.conf:2: audio.device = '' is not allowed; expected a non-empty value"),
+        ("voice.dir = ", "soundbox.conf:2: voice.dir = '' is not allowed; expected a non-empty value"),
+        ("audio.volum = 3", "soundbox.conf:2: unknown key 'audio.volum'; known keys: voice.dir, voice.lang, audio.output, audio.device, audio.wav_file, audio.volume"),
+        ("volume 3", "soundbox.conf:2: expected 'key = value', got 'volume 3'"),
+        ("voice.lang = en-IN", "soundbox.conf:2: voice.lang is already set on line 1"),
+    ])
+    func badLines(_ line: String, _ message: String) {
+        let error = #expect(throws: ConfigFileError.self) {
+            try Config.parse("voice.lang = zh-CN\n" + line + "\n", source: "soundbox.conf")
+        }
+        #expect(error?.description == message)
+    }
+
+    @Test func missingDefaultFileMeansDefaultsButANamedFileMustExist() throws {
+        #expect(throws: ConfigFileError.self) { try Config.load(path: "/nonexistent/soundbox.conf") }
+    }
+
+    @Test func everyKeyDefaultIsValid() throws {
+        var c = Config()
+        for key in ConfigKey.all { try c.set(key.name, key.defaultValue) }
+        #expect(ConfigKey.all.count == Set(ConfigKey.all.map(\.name)).count)
+    }
+}
