@@ -18,14 +18,6 @@ private let en = IndianEnglishGrammar()
         #expect(zh.clips(for: try amount(text)).joined(separator: " ") == expected)
     }
 
-    /// cn2an's `low` reading (generated table, see scripts/reference-tables.py).
-    @Test func referenceTable() throws {
-        #expect(ReferenceTables.zhCN.count >= 60)
-        for row in ReferenceTables.zhCN {
-            #expect(zh.clips(for: try amount(row.amount)).joined(separator: " ") == row.clips, "\(row.amount)")
-        }
-    }
-
     @Test func prefixByChannel() throws {
         let a = try amount("1")
         #expect(zh.announcement(a, channel: .alipay) == ["支付宝到账", "一", "元"])
@@ -54,14 +46,6 @@ private let en = IndianEnglishGrammar()
         #expect(en.clips(for: try amount(text)).joined(separator: " ") == expected)
     }
 
-    /// num2words' en_IN words (generated table, see scripts/reference-tables.py).
-    @Test func referenceTable() throws {
-        #expect(ReferenceTables.enIN.count >= 60)
-        for row in ReferenceTables.enIN {
-            #expect(en.clips(for: try amount(row.amount)).joined(separator: " ") == row.clips, "\(row.amount)")
-        }
-    }
-
     @Test func prefixByChannel() throws {
         #expect(en.announcement(try amount("2"), channel: .alipay) == ["alipay_received", "rupees", "two"])
     }
@@ -85,21 +69,28 @@ func grammarsOnlyProduceDeclaredClips(_ name: String) throws {
 
 // MARK: - Property test: the words parse back to the same amount.
 
-@Test func chineseWordsParseBack() throws {
-    var rng = SplitMix64(seed: 2026)
-    for _ in 0..<100_000 {
-        let a = randomAmount(&rng)
-        let words = zh.clips(for: a)
-        #expect(parseChinese(words) == a.minorUnits, "\(a): \(words.joined(separator: " "))")
+/// The reference tables: cn2an's `low` reading and num2words' en_IN words
+/// (generated, see scripts/reference-tables.py).
+@Test(arguments: ["zh-CN", "en-IN"])
+func referenceTable(_ name: String) throws {
+    let g = try #require(Grammars.named(name))
+    let table = name == "zh-CN" ? ReferenceTables.zhCN : ReferenceTables.enIN
+    #expect(table.count >= 60)
+    for row in table {
+        #expect(g.clips(for: try amount(row.amount)).joined(separator: " ") == row.clips, "\(row.amount)")
     }
 }
 
-@Test func englishWordsParseBack() throws {
-    var rng = SplitMix64(seed: 2027)
+/// Property: over 100,000 random amounts the words parse back (with an
+/// independent reverse parser) to the same amount.
+@Test(arguments: [("zh-CN", parseChinese), ("en-IN", parseEnglish)] as [(String, @Sendable ([String]) -> Int64?)])
+func wordsParseBack(_ name: String, _ parse: @Sendable ([String]) -> Int64?) throws {
+    let g = try #require(Grammars.named(name))
+    var rng = SplitMix64(seed: 2026)
     for _ in 0..<100_000 {
         let a = randomAmount(&rng)
-        let words = en.clips(for: a)
-        #expect(parseEnglish(words) == a.minorUnits, "\(a): \(words.joined(separator: " "))")
+        let words = g.clips(for: a)
+        #expect(parse(words) == a.minorUnits, "\(a): \(words.joined(separator: " "))")
     }
 }
 
