@@ -1,0 +1,126 @@
+/// The control socket's line protocol, in the spirit of MPD's
+/// (docs/control-protocol.md):
+///
+///     S: OK SOUNDBOX 0.1.0
+///     C: say 12.50 --id "T 1"
+///     S: id: T 1
+///     S: status: queued
+///     S: OK
+///     C: replay nope
+///     S: ACK [50@0] {replay} no payment with id 'nope'
+///
+/// A request is one line of space-separated arguments; an argument with
+/// spaces or quotes is double-quoted with `\"` and `\\` escapes. A reply is
+/// `key: value` lines then `OK`, or one `ACK` line. Lists repeat a record's
+/// first key (`id`, `check`) at the start of each record.
+public enum ControlProtocol {
+    public static let greetingPrefix = "OK SOUNDBOX "
+    /// Longest request line accepted, in bytes.
+    public static let maxLine = 4096
+
+    /// Splits a request line into arguments.
+    public static func tokenize(_ line: String) throws(ControlAck) -> [String] {
+        var args: [String] = []
+        var current = ""
+        var inQuotes = false, escaped = false, started = false
+        for c in line {
+            if escaped { current.append(c); escaped = false; continue }
+            switch c {
+            case "\\" where inQuotes: escaped = true
+            case "\"":
+                inQuotes.toggle()
+                started = true
+            case " ", "\t" where !inQuotes:
+                if started { args.append(current) }
+                current = ""
+                started = false
+            default:
+                current.append(c)
+                started = true
+            }
+        }
+        if inQuotes || escaped { throw ControlAck(.arg, command: "", "unterminated quoted argument") }
+        if started { args.append(current) }
+        return args
+    }
+
+    /// One argument as it must be written on a request line.
+    public static func quote(_ arg: String) -> String {
+        let plain = !arg.isEmpty && !arg.contains { $0 == " " || $0 == "\"" || $0 == "\\" || $0 == "\t" }
+        if plain { return arg }
+        var out = "\""
+        for c in arg {
+            if c == "\"" || c == "\\" { out.append("\\") }
+            out.append(c)
+        }
+        return out + "\""
+    }
+
+    public static func requestLine(_ args: [String]) -> String { args.map(quote).joined(separator: " ") }
+
+    /// A reply value on one line: newlines become spaces.
+    public static func value(_ s: String) -> String {
+        String(s.map { $0 == "\n" || $0 == "\r" ? " " : $0 })
+    }
+}
+
+/// A reply's `key: value` pairs, in order.
+public struct ControlReply: Sendable, Equatable {
+    public var pairs: [(key: String, value: String)] = []
+    public init() {}
+
+    public mutating func add(_ key: String, _ value: String) { pairs.append((key, ControlProtocol.value(value))) }
+    public mutating func add(_ key: String, _ value: some CustomStringConvertible) { add(key, value.description) }
+
+    public subscript(key: String) -> String? { pairs.first { $0.key == key }?.value }
+
+    /// Splits a list reply into records, each starting at `first`.
+    public func records(startingWith first: String) -> [[(key: String, value: String)]] {
+        var out: [[(key: String, value: String)]] = []
+        for p in pairs {
+            if p.key == first || out.isEmpty { out.append([]) }
+            out[out.count - 1].append(p)
+        }
+        return out
+    }
+
+    /// The text of the reply, ending with "OK\n".
+    public var text: String { pairs.map { "\($0.key): \($0.value)\n" }.joined() + "OK\n" }
+
+    /// Parses one `key: value` line.
+    public static func pair(_ line: String) -> (key: String, value: String)? {
+        guard let colon = line.firstIndex(of: ":"), line[line.index(after: colon)...].first == " " else { return nil }
+        return (String(line[..<colon]), String(line[line.index(colon, offsetBy: 2)...]))
+    }
+
+    public static func == (a: ControlReply, b: ControlReply) -> Bool {
+        a.pairs.map(\.key) == b.pairs.map(\.key) && a.pairs.map(\.value) == b.pairs.map(\.value)
+    }
+}
+
+/// An error reply: `ACK [code@0] {command} message`.
+public struct ControlAck: Error, Sendable, Equatable, CustomStringConvertible {
+    /// MPD's codes where one fits.
+    public enum Code: Int, Sendable {
+        case arg = 2, permission = 4, unknown = 5, noExist = 50, system = 52
+    }
+    public var code: Code
+    public var command: String
+    public var message: String
+
+    public init(_ code: Code, command: String, _ message: String) {
+        self.code = code; self.command = command; self.message = message
+    }
+
+    public var line: String { "ACK [\(code.rawValue)@0] {\(command)} \(ControlProtocol.value(message))\n" }
+    public var description: String { message }
+
+    /// Parses an ACK line, or nil if it is not one.
+    public static func parse(_ line: String) -> ControlAck? {
+        guard line.hasPrefix("ACK ["), let at = line.firstIndex(of: "@"),
+              let code = Int(line[line.index(line.startIndex, offsetBy: 5)..<at]),
+              let open = line.firstIndex(of: "{"), let close = line.firstIndex(of: "}") else { return nil }
+        let message = line[line.index(after: close)...].drop { $0 == " " }
+        return ControlAck(Code(rawValue: code) ?? .system, command: String(line[line.index(after: open)..<close]), String(message))
+    }
+}

@@ -1,0 +1,86 @@
+/// A payment accepted for announcement (docs/DESIGN.md §2 "Payment").
+public struct Payment: Sendable, Equatable {
+    /// The dedup key: 1–64 printable ASCII characters.
+    public var id: String
+    public var amount: Amount
+    /// ISO 4217; nil means the voice pack's default.
+    public var currency: String?
+    public var channel: Channel
+    /// When the payment happened (Unix seconds), if the backend said.
+    public var ts: Int64?
+    /// Voice pack override; nil means `voice.lang`.
+    public var lang: String?
+
+    public init(id: String, amount: Amount, currency: String? = nil, channel: Channel = .other,
+                ts: Int64? = nil, lang: String? = nil) {
+        self.id = id; self.amount = amount; self.currency = currency
+        self.channel = channel; self.ts = ts; self.lang = lang
+    }
+
+    /// Why `id` is not a valid payment id, or nil.
+    public static func problem(withID id: String) -> String? {
+        if id.isEmpty { return "id is empty" }
+        if id.utf8.count > 64 { return "id is longer than 64 characters" }
+        if !id.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) { return "id must be printable ASCII without spaces" }
+        return nil
+    }
+}
+
+/// Where a payment is in its life. `queued` and `playing` are waiting to be
+/// spoken; the rest are final (and replayable).
+public enum PaymentState: String, Sendable, CaseIterable, Codable {
+    case queued, playing, played, muted, expired, failed
+    public var isPending: Bool { self == .queued || self == .playing }
+}
+
+/// What the device tells the backend about a payment (DESIGN §2 "Receipt").
+public struct Receipt: Sendable, Equatable {
+    public enum Status: String, Sendable, Codable {
+        case queued, duplicate, rejected, played, muted, expired, failed
+    }
+    public var id: String?
+    public var status: Status
+    /// Unix seconds when the device decided.
+    public var ts: Int64
+    public var reason: String?
+    /// false when the payment could not be written to storage and is held
+    /// in memory only; omitted when durable.
+    public var durable: Bool?
+
+    public init(id: String?, status: Status, ts: Int64, reason: String? = nil, durable: Bool? = nil) {
+        self.id = id; self.status = status; self.ts = ts; self.reason = reason; self.durable = durable
+    }
+
+    /// The receipt's JSON, keys in a fixed order:
+    /// {"id":"T1","status":"queued","ts":1764415001}
+    public var json: String {
+        var fields: [String] = []
+        if let id { fields.append("\"id\":" + JSONText.quote(id)) }
+        fields.append("\"status\":\"\(status.rawValue)\"")
+        fields.append("\"ts\":\(ts)")
+        if let reason { fields.append("\"reason\":" + JSONText.quote(reason)) }
+        if let durable { fields.append("\"durable\":\(durable)") }
+        return "{" + fields.joined(separator: ",") + "}"
+    }
+}
+
+public enum JSONText {
+    /// A JSON string literal for `s`.
+    public static func quote(_ s: String) -> String {
+        var out = "\""
+        for u in s.unicodeScalars {
+            switch u {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where u.value < 0x20:
+                let hex = String(u.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: out.unicodeScalars.append(u)
+            }
+        }
+        return out + "\""
+    }
+}
