@@ -15,6 +15,7 @@ let package = Package(
         .systemLibrary(name: "CMPG123", providers: [.apt(["libmpg123-dev"])]),
         .systemLibrary(name: "CGPIOD", providers: [.apt(["libgpiod-dev"])]),
         .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CLinux"),   // glibc calls Swift's Glibc module hides
 
         // The core: amounts, grammars, voice-pack manifests. No C imports.
         .target(name: "Soundbox"),
@@ -22,9 +23,12 @@ let package = Package(
         .target(name: "SoundboxAudio", dependencies: ["Soundbox", "CALSA", "CMPG123"], path: "Sources/Audio"),
         .target(name: "MQTTBridge", dependencies: ["Soundbox", "CMosquitto"]),
         .target(name: "GPIO", dependencies: ["Soundbox", "CGPIOD"]),
+        .target(name: "SoundboxStore", dependencies: ["Soundbox", "CSQLite"], path: "Sources/Store"),
+        // The daemon's services: ingest, scheduler, control socket, lifecycle.
+        .target(name: "SoundboxDaemon", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxStore", "CLinux"], path: "Sources/Daemon"),
 
         // The two executables: thin wiring.
-        .executableTarget(name: "soundboxd", dependencies: ["Soundbox", "SoundboxAudio", "MQTTBridge", "GPIO"]),
+        .executableTarget(name: "soundboxd", dependencies: ["SoundboxDaemon", "MQTTBridge", "GPIO"]),
         .executableTarget(name: "soundboxctl", dependencies: ["Soundbox", "SoundboxAudio"]),
 
         // Benchmarks (bench/README.md); not part of the test suite.
@@ -33,6 +37,8 @@ let package = Package(
         .testTarget(name: "SoundboxTests", dependencies: ["Soundbox"]),
         .testTarget(name: "AudioTests", dependencies: ["Soundbox", "SoundboxAudio"]),
         .testTarget(name: "CLITests", dependencies: ["Soundbox", "soundboxctl"]),
+        .testTarget(name: "StoreTests", dependencies: ["Soundbox", "SoundboxStore"]),
+        .testTarget(name: "DaemonTests", dependencies: ["Soundbox", "SoundboxStore", "soundboxd", "soundboxctl"]),
     ],
     swiftLanguageModes: [.v6]
 )

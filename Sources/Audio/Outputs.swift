@@ -33,7 +33,7 @@ public enum OutputChoice: Sendable, Equatable {
     public init(_ config: Config) {
         switch config[.audioOutput] {
         case "wav": self = .wav(path: config[.audioWavFile])
-        case "null": self = .null(realtime: true)
+        case "null": self = .null(realtime: config.bool(.audioNullRealtime))
         default: self = .alsa(device: config[.audioDevice])
         }
     }

@@ -36,7 +36,8 @@ public final class VoiceBank {
     public let format: PCMFormat
     /// Packs by name, each with its fallback chain, loaded on demand.
     public private(set) var packs: [String: LoadedPack] = [:]
-    private let chime: [Int16]
+    /// The built-in chime in this bank's format.
+    public let chime: [Int16]
 
     public init(directory: String, format: PCMFormat = .standard) {
         self.directory = directory

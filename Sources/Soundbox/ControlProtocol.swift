@@ -18,21 +18,25 @@ public enum ControlProtocol {
     /// Longest request line accepted, in bytes.
     public static let maxLine = 4096
 
+    // The codec works on Unicode scalars, not Characters: a space or quote
+    // followed by a combining mark is one Character, and "\r\n" is one too.
+
     /// Splits a request line into arguments.
     public static func tokenize(_ line: String) throws(ControlAck) -> [String] {
         var args: [String] = []
-        var current = ""
+        var current = String.UnicodeScalarView()
         var inQuotes = false, escaped = false, started = false
-        for c in line {
+        for c in line.unicodeScalars {
             if escaped { current.append(c); escaped = false; continue }
             switch c {
             case "\\" where inQuotes: escaped = true
             case "\"":
                 inQuotes.toggle()
                 started = true
-            case " ", "\t" where !inQuotes:
-                if started { args.append(current) }
-                current = ""
+            // (`where` binds to one pattern only, so each needs its own.)
+            case " " where !inQuotes, "\t" where !inQuotes:
+                if started { args.append(String(current)) }
+                current = String.UnicodeScalarView()
                 started = false
             default:
                 current.append(c)
@@ -40,27 +44,29 @@ public enum ControlProtocol {
             }
         }
         if inQuotes || escaped { throw ControlAck(.arg, command: "", "unterminated quoted argument") }
-        if started { args.append(current) }
+        if started { args.append(String(current)) }
         return args
     }
 
     /// One argument as it must be written on a request line.
     public static func quote(_ arg: String) -> String {
-        let plain = !arg.isEmpty && !arg.contains { $0 == " " || $0 == "\"" || $0 == "\\" || $0 == "\t" }
+        let plain = !arg.isEmpty && !arg.unicodeScalars.contains { $0 == " " || $0 == "\"" || $0 == "\\" || $0 == "\t" }
         if plain { return arg }
-        var out = "\""
-        for c in arg {
+        var out = String.UnicodeScalarView()
+        out.append("\"")
+        for c in arg.unicodeScalars {
             if c == "\"" || c == "\\" { out.append("\\") }
             out.append(c)
         }
-        return out + "\""
+        out.append("\"")
+        return String(out)
     }
 
     public static func requestLine(_ args: [String]) -> String { args.map(quote).joined(separator: " ") }
 
     /// A reply value on one line: newlines become spaces.
     public static func value(_ s: String) -> String {
-        String(s.map { $0 == "\n" || $0 == "\r" ? " " : $0 })
+        String(String.UnicodeScalarView(s.unicodeScalars.map { $0 == "\n" || $0 == "\r" ? " " : $0 }))
     }
 }
 
@@ -89,8 +95,9 @@ public struct ControlReply: Sendable, Equatable {
 
     /// Parses one `key: value` line.
     public static func pair(_ line: String) -> (key: String, value: String)? {
-        guard let colon = line.firstIndex(of: ":"), line[line.index(after: colon)...].first == " " else { return nil }
-        return (String(line[..<colon]), String(line[line.index(colon, offsetBy: 2)...]))
+        let s = line.unicodeScalars  // a value may start with a combining mark
+        guard let colon = s.firstIndex(of: ":"), s[s.index(after: colon)...].first == " " else { return nil }
+        return (String(s[..<colon]), String(s[s.index(colon, offsetBy: 2)...]))
     }
 
     public static func == (a: ControlReply, b: ControlReply) -> Bool {

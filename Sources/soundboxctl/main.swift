@@ -1,12 +1,33 @@
 // soundboxctl: the technician's tool. Offline commands only need the voice
-// packs; see `soundboxctl --help` and docs/soundboxctl.md.
+// packs; online commands (Online.swift) talk to soundboxd over its control
+// socket. See `soundboxctl --help` and docs/soundboxctl.md.
 import FoundationEssentials
 import Glibc
 import Soundbox
 import SoundboxAudio
 
 let usage = """
-    Usage: soundboxctl [--json] [--config FILE] [--voices DIR] COMMAND [ARGS]
+    Usage: soundboxctl [--json] [--config FILE] [--voices DIR] [--socket PATH] COMMAND [ARGS]
+
+    Online commands (talk to soundboxd over its control socket):
+      status          the daemon's state: volume, queue depth, voice, faults
+      queue           payments waiting to be spoken, oldest first
+      history [--limit N]
+                      recent payments, newest first (N 1-1000, default 20)
+      replay [ID]     speak a payment again (default: the last one)
+      say AMOUNT [--lang L] [--channel C] [--id ID]
+                      announce an amount through the daemon's queue, like a payment
+      volume [N|up|down]
+                      show or set the volume (0-10; kept across restarts)
+      config get [KEY]
+                      the effective settings, or one
+      config set KEY VALUE
+                      change a setting (validated and kept across restarts)
+      test-audio      speak the test prompt and a sample amount now
+      doctor          health checks (audio, voice, database, disk, clock), each
+                      OK, WARN or FAIL with a hint
+      wait [--timeout S]
+                      wait until nothing is queued or speaking (default 60 s)
 
     Offline commands (no daemon needed):
       words AMOUNT [--lang L] [--channel C]
@@ -21,13 +42,16 @@ let usage = """
       --json          machine-readable output on stdout
       --config FILE   settings file (default /etc/soundbox/soundbox.conf, if present)
       --voices DIR    voice pack folder (default: $SOUNDBOX_VOICES, else voice.dir)
+      --socket PATH   soundboxd's control socket (default: $SOUNDBOX_SOCKET, else
+                      control.socket, else /run/soundbox/control.sock)
       --lang L        voice pack / language (default voice.lang: zh-CN); zh-CN, en-IN
       --channel C     alipay, wechat or other (picks the opening words)
       --volume N      0-10 (default audio.volume: 6)
       -h, --help      this help;  --version  the version
 
     AMOUNT is a decimal with at most two decimals, 0.01 to 999999999999.99.
-    Exit status: 0 success, 1 failure (explained), 2 usage error.
+    Exit status: 0 success, 1 failure (explained; also a doctor check that
+    fails or a say that is rejected), 2 usage error.
     """
 
 struct Failure: Error { var message: String; var code: String; var status: Int32 }
@@ -35,18 +59,24 @@ func usageError(_ m: String) -> Failure { Failure(message: m, code: "usage", sta
 func failure(_ m: String, code: String) -> Failure { Failure(message: m, code: code, status: 1) }
 
 /// Arguments after the global options: positionals and `--name value` pairs.
+/// After `--` everything is positional (`config set KEY -- -x`).
 struct Arguments {
     var positional: [String] = []
     var options: [String: String] = [:]
     var flags: Set<String> = []
 
-    static let valued: Set<String> = ["--lang", "--channel", "--volume", "-o", "--output", "--device", "--voices", "--config"]
+    static let valued: Set<String> = ["--lang", "--channel", "--volume", "-o", "--output", "--device", "--voices", "--config",
+                                      "--socket", "--limit", "--id", "--timeout"]
     static let boolean: Set<String> = ["--json", "-h", "--help", "--version"]
+    /// Options every command accepts.
+    static let global: Set<String> = ["--json", "--help", "--version", "--config", "--voices", "--socket"]
 
     init(_ args: [String]) throws(Failure) {
         var it = args.makeIterator()
         while let a = it.next() {
-            if Self.valued.contains(a) {
+            if a == "--" {
+                while let rest = it.next() { positional.append(rest) }
+            } else if Self.valued.contains(a) {
                 guard let v = it.next() else { throw usageError("\(a) needs a value") }
                 options[a == "--output" ? "-o" : a] = v
             } else if Self.boolean.contains(a) {
@@ -56,6 +86,14 @@ struct Arguments {
             } else {
                 positional.append(a)
             }
+        }
+    }
+
+    /// Rejects options that `command` does not take besides the global ones.
+    func allowOnly(_ allowed: Set<String>, for command: String) throws(Failure) {
+        let given = Set(options.keys).union(flags)
+        if let bad = given.subtracting(allowed).subtracting(Self.global).sorted().first {
+            throw usageError("\(command) does not take \(bad) (see --help)")
         }
     }
 }
@@ -204,7 +242,9 @@ func run(_ args: Arguments) throws(Failure) {
     case "render": try render(rest, out)
     case "voice": try voice(rest, out)
     case "help": print(usage)
-    default: throw usageError("unknown command '\(command)' (see --help)")
+    default:
+        guard let online = OnlineCommand(rawValue: command) else { throw usageError("unknown command '\(command)' (see --help)") }
+        try runOnline(online, rest, out)
     }
 }
 

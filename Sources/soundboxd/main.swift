@@ -1,23 +1,12 @@
-// soundboxd: the payment soundbox daemon. It is being built issue by issue;
-// this build only reports its version and the C libraries it links.
+// soundboxd: the payment soundbox daemon (see `soundboxd --help`).
 import Glibc
-import GPIO
-import MQTTBridge
-import Soundbox
+import SoundboxDaemon
 
-let usage = """
-    Usage: soundboxd [--version] [--help]
-
-    The daemon (MQTT ingest, durable queue, control socket) is not built yet;
-    use `soundboxctl words|render|voice check` for the announce path.
-    """
-
-switch CommandLine.arguments.dropFirst().first {
-case "--version":
-    print("soundboxd \(soundboxVersion) (libmosquitto \(MQTTBridge.libraryVersion), libgpiod \(GPIO.libraryVersion))")
-case "--help", "-h":
-    print(usage)
-default:
-    print(usage)
-    exit(2)
+var environment: [String: String] = [:]
+var e = environ
+while let p = e.pointee {
+    let s = String(cString: p)
+    if let eq = s.firstIndex(of: "=") { environment[String(s[..<eq])] = String(s[s.index(after: eq)...]) }
+    e += 1
 }
+exit(Daemon.main(Array(CommandLine.arguments.dropFirst()), environment: environment))

@@ -17,15 +17,20 @@ struct Ctl {
     let stdout: String
     let stderr: String
 
-    init(_ args: String...) throws {
+    init(_ args: String...) throws { try self.init(args) }
+
+    /// Runs soundboxctl with `env` added to its environment; `whileRunning`
+    /// runs once it has started (e.g. a peer serving its control socket).
+    init(_ args: [String], env: [String: String] = [:], whileRunning: () throws -> Void = {}) throws {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: Self.binary)
         p.arguments = args
-        p.environment = ["SOUNDBOX_VOICES": Self.voices, "PATH": "/usr/bin:/bin"]
+        p.environment = ["SOUNDBOX_VOICES": Self.voices, "PATH": "/usr/bin:/bin"].merging(env) { $1 }
         let out = Pipe(), err = Pipe()
         p.standardOutput = out
         p.standardError = err
         try p.run()
+        do { try whileRunning() } catch { p.terminate(); throw error }
         let o = out.fileHandleForReading.readDataToEndOfFile()
         let e = err.fileHandleForReading.readDataToEndOfFile()
         p.waitUntilExit()

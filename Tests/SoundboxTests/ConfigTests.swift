@@ -33,7 +33,6 @@ import Soundbox
         ("audio.output = speaker", "soundbox.conf:2: audio.output = 'speaker' is not allowed; expected one of alsa, wav, null"),
         ("audio.device =", "soundbox.conf:2: audio.device = '' is not allowed; expected a non-empty value"),
         ("voice.dir = ", "soundbox.conf:2: voice.dir = '' is not allowed; expected a non-empty value"),
-        ("audio.volum = 3", "soundbox.conf:2: unknown key 'audio.volum'; known keys: voice.dir, voice.lang, audio.output, audio.device, audio.wav_file, audio.volume"),
         ("volume 3", "soundbox.conf:2: expected 'key = value', got 'volume 3'"),
         ("voice.lang = en-IN", "soundbox.conf:2: voice.lang is already set on line 1"),
     ])
@@ -42,6 +41,29 @@ import Soundbox
             try Config.parse("voice.lang = zh-CN\n" + line + "\n", source: "soundbox.conf")
         }
         #expect(error?.description == message)
+    }
+
+    @Test func unknownKeyListsTheKnownOnes() {
+        let error = #expect(throws: ConfigFileError.self) { try Config.parse("audio.volum = 3", source: "s.conf") }
+        #expect(error?.description == "s.conf:1: unknown key 'audio.volum'; known keys: "
+            + ConfigKey.all.map(\.name).joined(separator: ", "))
+        #expect(error?.description.contains("audio.volume") == true)
+    }
+
+    /// Every key's bad values give the documented message.
+    @Test(arguments: ConfigKey.all.map(\.name))
+    func everyKeyRejectsABadValue(_ name: String) throws {
+        let key = try #require(ConfigKey.named(name))
+        let bad: String, allowed: String
+        switch key.kind {
+        case .text: (bad, allowed) = ("", "a non-empty value")
+        case .integer(let r): (bad, allowed) = ("\(r.upperBound + 1)", "an integer \(r.lowerBound)-\(r.upperBound)")
+        case .choice(let options): (bad, allowed) = ("maybe", "one of " + options.joined(separator: ", "))
+        case .amount: (bad, allowed) = ("1e3", "an amount 0.01-999999999999.99 with at most two decimals")
+        }
+        let error = #expect(throws: ConfigFileError.self) { try Config.parse("\(name) = \(bad)\n", source: "f.conf") }
+        #expect(error?.description.hasPrefix("f.conf:1: \(name) = '\(bad)' is not allowed; expected \(allowed)") == true,
+                "\(error?.description ?? "")")
     }
 
     @Test func missingDefaultFileMeansDefaultsButANamedFileMustExist() throws {

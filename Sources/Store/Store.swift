@@ -1,0 +1,316 @@
+import CSQLite
+import Soundbox
+import Synchronization
+
+/// One payment in the store.
+public struct Entry: Sendable, Equatable {
+    /// Acceptance order: increasing, never reused, even after pruning.
+    public var seq: Int64
+    public var payment: Payment
+    public var state: PaymentState
+    /// Unix milliseconds.
+    public var acceptedAt: Int64
+    /// Unix milliseconds of the last state change.
+    public var updatedAt: Int64
+    /// How many times speaking started: more than 1 after a crash or a retry.
+    public var plays: Int
+    /// Why the entry is `failed` (or another final state), if said.
+    public var reason: String?
+
+    public init(seq: Int64, payment: Payment, state: PaymentState, acceptedAt: Int64, updatedAt: Int64,
+                plays: Int, reason: String?) {
+        self.seq = seq; self.payment = payment; self.state = state; self.acceptedAt = acceptedAt
+        self.updatedAt = updatedAt; self.plays = plays; self.reason = reason
+    }
+}
+
+/// What `Store.accept` did with a payment.
+public enum AcceptOutcome: Sendable, Equatable {
+    /// Stored as a new entry, durably.
+    case queued(seq: Int64)
+    /// The id was accepted within the dedup window: nothing queued. The entry
+    /// already holding that id, or nil when it has since been pruned from the
+    /// history (its id is remembered longer than the entry may be kept).
+    case duplicate(of: Entry?)
+}
+
+/// A receipt waiting for the broker to take it.
+public struct OutboxItem: Sendable, Equatable {
+    /// Order of writing; the key for `deleteOutbox`.
+    public var n: Int64
+    /// The receipt's JSON, as it goes on the wire.
+    public var payload: String
+    /// Unix milliseconds.
+    public var createdAt: Int64
+
+    public init(n: Int64, payload: String, createdAt: Int64) {
+        self.n = n; self.payload = payload; self.createdAt = createdAt
+    }
+}
+
+/// The durable queue, history, receipts outbox and remote-config overlay:
+/// one SQLite database (docs/DESIGN.md §1, §4, by default
+/// /var/lib/soundbox/soundbox.db).
+///
+/// Every method may be called from any thread; they run one at a time on
+/// one connection. A method that writes has committed durably (WAL,
+/// synchronous=FULL) when it returns, and does all of its writing in one
+/// transaction or none of it. Times are passed in by the caller (Unix ms),
+/// so the store never reads a clock.
+public final class Store: Sendable {
+    /// The database file.
+    public let path: String
+    let connection: Mutex<Connection>
+
+    /// Opens or creates the database: WAL, synchronous=FULL, busy_timeout
+    /// 5000 ms, schema migrated to the current version. Throws a StoreError
+    /// with `isCorrupt` for a damaged or non-database file (`PRAGMA
+    /// quick_check` runs at every open), and refuses, with a message saying
+    /// "newer", a database written by a newer schema.
+    public convenience init(path: String) throws(StoreError) {
+        try self.init(path: path, maxPageCount: nil)
+    }
+
+    /// `maxPageCount` caps the file (`PRAGMA max_page_count`): tests use it to
+    /// make the disk "full".
+    init(path: String, maxPageCount: Int?) throws(StoreError) {
+        let c = try Connection(path: path)
+        sqlite3_busy_timeout(c.db, 5000)
+        // The first statement to read the file: a non-database fails here with SQLITE_NOTADB.
+        let mode = try c.rows("PRAGMA journal_mode = WAL") { $0.text(0) ?? "" }
+        guard mode == ["wal"] else {
+            throw StoreError(call: "PRAGMA journal_mode = WAL", code: SQLITE_ERROR, message: "journal mode is \(mode.joined()), not wal")
+        }
+        try c.run("PRAGMA synchronous = FULL")
+        if let maxPageCount { try c.run("PRAGMA max_page_count = \(maxPageCount)") }
+        let check = try c.rows("PRAGMA quick_check") { $0.text(0) ?? "" }
+        guard check == ["ok"] else {
+            throw StoreError(call: "PRAGMA quick_check", code: SQLITE_CORRUPT, message: check.joined(separator: "; "))
+        }
+        try Schema.migrate(c)
+        self.path = path
+        connection = Mutex(c)
+    }
+
+    /// The ingest transaction, durable when it returns. If `payment.id` was
+    /// accepted at or after `dedupSince` (ms): `.duplicate` and a `duplicate`
+    /// receipt in the outbox. Otherwise the payment is stored (queued, plays
+    /// 0), its id remembered for dedup, a `queued` receipt put in the outbox:
+    /// `.queued(seq:)`. `now` is Unix ms; receipts carry `now / 1000`.
+    /// Failpoint "after_insert": a new payment written, not yet committed.
+    public func accept(_ payment: Payment, now: Int64, dedupSince: Int64) throws(StoreError) -> AcceptOutcome {
+        try locked { c throws(StoreError) in
+            try c.transaction { () throws(StoreError) -> AcceptOutcome in
+                let seen = try c.rows("SELECT accepted_at FROM dedup WHERE id = ?", payment.id) { $0.int64(0) }
+                if let seen = seen.first, seen >= dedupSince {
+                    let earlier = try c.rows("SELECT \(Entry.columns) FROM payments WHERE id = ? ORDER BY seq DESC LIMIT 1",
+                                             payment.id, row: Entry.init(row:))
+                    try append(Receipt(id: payment.id, status: .duplicate, ts: now / 1000), now: now, c)
+                    return .duplicate(of: earlier.first)
+                }
+                try c.run("""
+                    INSERT INTO payments (id, amount_minor, currency, channel, lang, ts, accepted_at, updated_at, state, plays)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', 0)
+                    """, payment.id, payment.amount.minorUnits, payment.currency, payment.channel.rawValue,
+                    payment.lang, payment.ts, now, now)
+                let seq = sqlite3_last_insert_rowid(c.db)
+                try c.run("INSERT OR REPLACE INTO dedup (id, accepted_at) VALUES (?, ?)", payment.id, now)
+                try append(Receipt(id: payment.id, status: .queued, ts: now / 1000), now: now, c)
+                Failpoint.hit("after_insert")
+                return .queued(seq: seq)
+            }
+        }
+    }
+
+    /// The entry to speak next: the oldest `playing` one (a crash interrupted
+    /// it: it is spoken again), else the oldest `queued` one; nil when none.
+    public func next() throws(StoreError) -> Entry? {
+        try locked { c throws(StoreError) in
+            try c.rows("SELECT \(Entry.columns) FROM payments WHERE \(Self.isPending) ORDER BY state <> 'playing', seq LIMIT 1",
+                       row: Entry.init(row:)).first
+        }
+    }
+
+    /// All pending (queued and playing) entries, oldest first.
+    public func pending() throws(StoreError) -> [Entry] {
+        try locked { c throws(StoreError) in
+            try c.rows("SELECT \(Entry.columns) FROM payments WHERE \(Self.isPending) ORDER BY seq", row: Entry.init(row:))
+        }
+    }
+
+    /// How many entries are queued or playing.
+    public func pendingCount() throws(StoreError) -> Int {
+        try locked { c throws(StoreError) in
+            try c.rows("SELECT count(*) FROM payments WHERE \(Self.isPending)") { Int($0.int64(0)) }[0]
+        }
+    }
+
+    /// Speaking starts: a queued or playing entry becomes `playing`, `plays`
+    /// + 1. Throws (SQLITE_NOTFOUND) when `seq` is not pending.
+    public func markPlaying(seq: Int64, now: Int64) throws(StoreError) {
+        try locked { c throws(StoreError) in
+            try c.run("UPDATE payments SET state = 'playing', plays = plays + 1, updated_at = ? WHERE seq = ? AND \(Self.isPending)",
+                      now, seq)
+            if c.changes == 0 { throw Self.notPending(seq, "markPlaying") }
+        }
+    }
+
+    /// The final transition of a pending entry (`state` is played, muted,
+    /// expired or failed) and its receipt {"id","status","ts"[,"reason"]},
+    /// in one transaction. Throws (SQLITE_NOTFOUND) when `seq` is not
+    /// pending, so no entry is finished, and receipted, twice.
+    /// Failpoint "before_mark_played": `played` written, not yet committed.
+    public func finish(seq: Int64, state: PaymentState, reason: String?, now: Int64) throws(StoreError) {
+        precondition(!state.isPending, "finish(seq:state:) needs a final state, not \(state)")
+        try locked { c throws(StoreError) in
+            try c.transaction { () throws(StoreError) in
+                let ids = try c.rows("""
+                    UPDATE payments SET state = ?, reason = ?, updated_at = ? WHERE seq = ? AND \(Self.isPending) RETURNING id
+                    """, state.rawValue, reason, now, seq) { $0.text(0) ?? "" }
+                guard let id = ids.first else { throw Self.notPending(seq, "finish") }
+                // Every final PaymentState is also a Receipt.Status.
+                try append(Receipt(id: id, status: Receipt.Status(rawValue: state.rawValue)!, ts: now / 1000, reason: reason),
+                           now: now, c)
+                if state == .played { Failpoint.hit("before_mark_played") }
+            }
+        }
+    }
+
+    /// The newest entry with this id, or nil.
+    public func entry(id: String) throws(StoreError) -> Entry? {
+        try locked { c throws(StoreError) in
+            try c.rows("SELECT \(Entry.columns) FROM payments WHERE id = ? ORDER BY seq DESC LIMIT 1", id,
+                       row: Entry.init(row:)).first
+        }
+    }
+
+    /// Entries newest first, at most `limit`.
+    public func history(limit: Int) throws(StoreError) -> [Entry] {
+        try locked { c throws(StoreError) in
+            try c.rows("SELECT \(Entry.columns) FROM payments ORDER BY seq DESC LIMIT ?", Int64(limit), row: Entry.init(row:))
+        }
+    }
+
+    /// Count and sum (minor units) of the entries accepted at or after
+    /// `since` (ms), whatever their state.
+    public func summary(since: Int64) throws(StoreError) -> (count: Int, totalMinor: Int64) {
+        let row = try locked { c throws(StoreError) in
+            try c.rows("SELECT count(*), coalesce(sum(amount_minor), 0) FROM payments WHERE accepted_at >= ?", since) {
+                [$0.int64(0), $0.int64(1)]
+            }[0]
+        }
+        return (Int(row[0]), row[1])
+    }
+
+    /// Appends a receipt that belongs to no state change here (e.g. `rejected`) to the outbox.
+    public func appendReceipt(_ receipt: Receipt, now: Int64) throws(StoreError) {
+        try locked { c throws(StoreError) in try append(receipt, now: now, c) }
+    }
+
+    /// Receipts waiting for the broker, oldest first, at most `limit`.
+    public func outbox(limit: Int) throws(StoreError) -> [OutboxItem] {
+        try locked { c throws(StoreError) in
+            try c.rows("SELECT n, payload, created_at FROM outbox ORDER BY n LIMIT ?", Int64(limit)) {
+                OutboxItem(n: $0.int64(0), payload: $0.text(1) ?? "", createdAt: $0.int64(2))
+            }
+        }
+    }
+
+    /// Forgets receipts the broker has taken (PUBACK). Unknown numbers are ignored.
+    public func deleteOutbox(_ n: [Int64]) throws(StoreError) {
+        guard !n.isEmpty else { return }
+        // One statement (so one commit) for any number of rows: the numbers go in as a JSON array.
+        let list = "[" + n.map(String.init).joined(separator: ",") + "]"
+        try locked { c throws(StoreError) in
+            try c.run("DELETE FROM outbox WHERE n IN (SELECT value FROM json_each(?))", list)
+        }
+    }
+
+    /// The remote-config overlay (key → value).
+    public func overlay() throws(StoreError) -> [String: String] {
+        let pairs = try locked { c throws(StoreError) in
+            try c.rows("SELECT key, value FROM config_overlay") { [$0.text(0) ?? "", $0.text(1) ?? ""] }
+        }
+        return Dictionary(uniqueKeysWithValues: pairs.map { ($0[0], $0[1]) })
+    }
+
+    /// Sets (value non-nil) or removes (nil) keys of the overlay, all or none.
+    public func updateOverlay(_ changes: [String: String?]) throws(StoreError) {
+        try locked { c throws(StoreError) in
+            try c.transaction { () throws(StoreError) in
+                // In key order, so that a failure happens at the same place every time.
+                for (key, value) in changes.sorted(by: { $0.key < $1.key }) {
+                    if let value {
+                        try c.run("INSERT OR REPLACE INTO config_overlay (key, value) VALUES (?, ?)", key, value)
+                    } else {
+                        try c.run("DELETE FROM config_overlay WHERE key = ?", key)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Deletes final-state entries accepted before `before` (ms) and all but
+    /// the newest `keep` final-state entries, and dedup records accepted
+    /// before `dedupBefore` (ms). Pending entries and the outbox are never
+    /// touched. Dedup records go by age only, so a count-pruned entry's id is
+    /// still a duplicate within the window. Returns the entries deleted.
+    public func prune(before: Int64, keep: Int, dedupBefore: Int64) throws(StoreError) -> Int {
+        precondition(keep >= 0, "prune(keep:) must not be negative")
+        return try locked { c throws(StoreError) in
+            try c.transaction { () throws(StoreError) -> Int in
+                try c.run("""
+                    DELETE FROM payments WHERE NOT \(Self.isPending) AND (accepted_at < ?1 OR seq NOT IN
+                        (SELECT seq FROM payments WHERE NOT \(Self.isPending) ORDER BY seq DESC LIMIT ?2))
+                    """, before, Int64(keep))
+                let deleted = c.changes
+                try c.run("DELETE FROM dedup WHERE accepted_at < ?", dedupBefore)
+                return deleted
+            }
+        }
+    }
+
+    /// "ok", or what `PRAGMA quick_check` said (or why it could not run).
+    public func quickCheck() -> String {
+        do {
+            return try locked { c throws(StoreError) in try c.rows("PRAGMA quick_check") { $0.text(0) ?? "" } }
+                .joined(separator: "\n")
+        } catch {
+            return error.description
+        }
+    }
+
+    // MARK: - Inside
+
+    /// The condition that matches the partial index `payments_pending` (it must be written exactly so).
+    private static let isPending = "state IN ('queued', 'playing')"
+
+    private static func notPending(_ seq: Int64, _ call: String) -> StoreError {
+        StoreError(call: "\(call)(seq: \(seq))", code: SQLITE_NOTFOUND, message: "no queued or playing entry with seq \(seq)")
+    }
+
+    private func append(_ receipt: Receipt, now: Int64, _ c: Connection) throws(StoreError) {
+        try c.run("INSERT INTO outbox (payload, created_at) VALUES (?, ?)", receipt.json, now)
+    }
+
+    /// Runs `body` with the connection, holding the lock.
+    private func locked<T: Sendable>(_ body: (Connection) throws(StoreError) -> T) throws(StoreError) -> T {
+        try connection.withLock { (c: inout sending Connection) throws(StoreError) -> T in try body(c) }
+    }
+}
+
+extension Entry {
+    /// The columns `init(row:)` reads, in order.
+    static let columns = "seq, id, amount_minor, currency, channel, lang, ts, accepted_at, updated_at, state, plays, reason"
+
+    init(row s: Statement) throws(StoreError) {
+        let state = s.text(9) ?? ""
+        guard let known = PaymentState(rawValue: state) else {
+            throw StoreError(call: "reading payments", code: SQLITE_CORRUPT, message: "entry \(s.int64(0)) has unknown state '\(state)'")
+        }
+        let payment = Payment(id: s.text(1) ?? "", amount: Amount(minorUnits: s.int64(2)), currency: s.text(3),
+                              channel: Channel(rawValue: s.text(4) ?? "") ?? .other, ts: s.optionalInt64(6), lang: s.text(5))
+        self.init(seq: s.int64(0), payment: payment, state: known, acceptedAt: s.int64(7), updatedAt: s.int64(8),
+                  plays: Int(s.int64(10)), reason: s.text(11))
+    }
+}

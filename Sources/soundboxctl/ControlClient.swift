@@ -1,0 +1,146 @@
+// The client side of soundboxd's control socket (docs/control-protocol.md).
+import Glibc
+import Soundbox
+
+/// One connection to soundboxd's control socket. `open` connects and checks
+/// the greeting; `request` sends one request line and collects the reply's
+/// `key: value` lines up to `OK`. An `ACK`, a timeout or a broken
+/// connection is thrown as a `Failure` that names the socket. The
+/// descriptor is closed when the connection goes away.
+final class ControlConnection {
+    let path: String
+    private let fd: Int32
+    /// Bytes received after the last complete line.
+    private var pending: [UInt8] = []
+    private var timeout = 0
+
+    /// Longest reply line accepted. Replies are meant to stay within
+    /// `ControlProtocol.maxLine`; this only bounds memory.
+    static let maxReplyLine = 64 * 1024
+
+    private init(path: String, fd: Int32) {
+        self.path = path
+        self.fd = fd
+    }
+
+    deinit { close(fd) }
+
+    /// Connects to `path` and reads the greeting. `timeout` bounds the
+    /// connect (a daemon whose backlog is full) and every wait for a reply.
+    static func open(_ path: String, timeout seconds: Int) throws(Failure) -> ControlConnection {
+        var address = sockaddr_un()
+        let name = Array(path.utf8)
+        let room = MemoryLayout.size(ofValue: address.sun_path) - 1
+        guard !name.isEmpty, name.count <= room, !name.contains(0) else {
+            throw failure("socket path '\(path)' must be 1-\(room) bytes", code: "connect")
+        }
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: name) }
+
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw failure("socket(): \(errorText())", code: "connect") }
+        let connection = ControlConnection(path: path, fd: fd)
+        try connection.setTimeout(seconds)
+
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        if connected != 0 {
+            let e = errno
+            switch e {
+            case ENOENT, ECONNREFUSED:
+                throw failure("cannot connect to \(path): \(errorText(e)); is soundboxd running?", code: "not_running")
+            case EACCES, EPERM:
+                throw failure("cannot connect to \(path): \(errorText(e)); run as root or as a member of the socket's group (control.group)",
+                              code: "permission")
+            case EAGAIN:
+                throw failure("soundboxd at \(path) did not accept the connection within \(seconds) s", code: "timeout")
+            default:
+                throw failure("cannot connect to \(path): \(errorText(e))", code: "connect")
+            }
+        }
+
+        // A client the daemon refuses gets an ACK instead of the greeting.
+        let greeting = try connection.readLine()
+        if let ack = ControlAck.parse(greeting) { throw Failure(ack) }
+        guard greeting.hasPrefix(ControlProtocol.greetingPrefix) else {
+            throw failure("\(path) is not soundboxd's control socket: it greeted with '\(greeting)'", code: "protocol")
+        }
+        return connection
+    }
+
+    /// Sends one request and returns its reply; an `ACK` is thrown.
+    func request(_ args: [String]) throws(Failure) -> ControlReply {
+        try send(ControlProtocol.requestLine(args) + "\n")
+        var reply = ControlReply()
+        while true {
+            let line = try readLine()
+            if line == "OK" { return reply }
+            if let ack = ControlAck.parse(line) { throw Failure(ack) }
+            guard let pair = ControlReply.pair(line) else {
+                throw failure("unexpected line from soundboxd at \(path): '\(line)'", code: "protocol")
+            }
+            reply.pairs.append(pair)
+        }
+    }
+
+    private func setTimeout(_ seconds: Int) throws(Failure) {
+        timeout = seconds
+        var tv = timeval(tv_sec: seconds, tv_usec: 0)
+        // SO_SNDTIMEO also bounds connect() on a Unix socket.
+        for option in [SO_RCVTIMEO, SO_SNDTIMEO] {
+            guard setsockopt(fd, SOL_SOCKET, option, &tv, socklen_t(MemoryLayout<timeval>.size)) == 0 else {
+                throw failure("setsockopt(): \(errorText())", code: "connect")
+            }
+        }
+    }
+
+    private func send(_ text: String) throws(Failure) {
+        let bytes = Array(text.utf8)
+        var sent = 0
+        while sent < bytes.count {
+            // MSG_NOSIGNAL: a daemon that went away is an error, not SIGPIPE.
+            let n = bytes[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { throw failure("sending to soundboxd at \(path): \(errorText())", code: "protocol") }
+            sent += n
+        }
+    }
+
+    /// The next line, without its "\n".
+    private func readLine() throws(Failure) -> String {
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            if let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                let line = String(decoding: pending[..<newline], as: UTF8.self)
+                pending.removeSubrange(...newline)
+                return line
+            }
+            guard pending.count <= Self.maxReplyLine else {
+                throw failure("soundboxd at \(path) sent a line longer than \(Self.maxReplyLine) bytes", code: "protocol")
+            }
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n > 0 {
+                pending += chunk[..<n]
+            } else if n == 0 {
+                throw failure("soundboxd at \(path) closed the connection without finishing its reply", code: "protocol")
+            } else if errno == EAGAIN || errno == EWOULDBLOCK {
+                throw failure("soundboxd at \(path) did not answer within \(timeout) s", code: "timeout")
+            } else if errno != EINTR {
+                throw failure("reading from soundboxd at \(path): \(errorText())", code: "protocol")
+            }
+        }
+    }
+}
+
+extension Failure {
+    /// An ACK from soundboxd: its message, code `ack_<n>`, exit status 1.
+    init(_ ack: ControlAck) {
+        self.init(message: ack.message, code: "ack_\(ack.code.rawValue)", status: 1)
+    }
+}
+
+/// The C library's text for an errno value.
+func errorText(_ code: Int32 = errno) -> String { String(cString: strerror(code)) }

@@ -1,0 +1,221 @@
+import Foundation
+import Soundbox
+
+/// The repository root, the built binaries and a scratch folder per test.
+enum Build {
+    static let root: String = {
+        var url = URL(fileURLWithPath: #filePath)
+        for _ in 0..<3 { url.deleteLastPathComponent() }
+        return url.path
+    }()
+    static let binDir = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().path
+    static let soundboxd = binDir + "/soundboxd"
+    static let soundboxctl = binDir + "/soundboxctl"
+}
+
+final class Scratch {
+    let path: String
+    init() {
+        // Short paths: a Unix socket path must fit in 108 bytes.
+        path = "/tmp/sbx-" + String(UUID().uuidString.prefix(8))
+        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// A real soundboxd in a scratch folder: its own config, database, socket,
+/// log file and sd_notify socket (how the test knows it is ready).
+final class Daemon {
+    let dir: String
+    var socket: String { dir + "/control.sock" }
+    var database: String { dir + "/state/soundbox.db" }
+    var logPath: String { dir + "/daemon-\(runs).log" }
+    private(set) var runs = 0
+    private(set) var process: Process?
+    var environment: [String: String] = [:]
+
+    /// Extra config lines on top of the test defaults (null output, instant).
+    init(dir: String, config: [String: String] = [:]) throws {
+        self.dir = dir
+        var settings = [
+            "state.dir": dir + "/state", "control.socket": dir + "/control.sock",
+            "voice.dir": Build.root + "/voices", "audio.output": "null", "audio.null_realtime": "false",
+        ]
+        settings.merge(config) { $1 }
+        try writeConfig(settings)
+    }
+
+    func writeConfig(_ settings: [String: String]) throws {
+        let text = settings.sorted { $0.key < $1.key }.map { "\($0.key) = \($0.value)" }.joined(separator: "\n") + "\n"
+        try text.write(toFile: dir + "/soundbox.conf", atomically: true, encoding: .utf8)
+    }
+
+    /// Starts the daemon and returns once it has sent READY=1, or throws
+    /// with its log if it exited first.
+    @discardableResult
+    func start(failpoint: String? = nil, extraEnv: [String: String] = [:]) throws -> Process {
+        runs += 1
+        let notify = try NotifySocket(path: dir + "/notify-\(runs).sock")
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: Build.soundboxd)
+        p.arguments = ["--config", dir + "/soundbox.conf"]
+        var env = ["NOTIFY_SOCKET": notify.path, "PATH": "/usr/bin:/bin", "SOUNDBOX_TEST_CLOCK": "unsynced"]
+        env.merge(environment) { $1 }
+        env.merge(extraEnv) { $1 }
+        if let failpoint { env["SOUNDBOX_FAILPOINT"] = failpoint }
+        p.environment = env
+        FileManager.default.createFile(atPath: logPath, contents: nil)
+        p.standardError = FileHandle(forWritingAtPath: logPath)
+        p.standardOutput = FileHandle.nullDevice
+        try p.run()
+        process = p
+        while true {
+            if let msg = notify.receive(timeout: 0.5) {
+                if msg.split(separator: "\n").contains("READY=1") { return p }
+            } else if !p.isRunning {
+                throw TestFailure("soundboxd exited (\(p.terminationStatus)) before READY:\n" + log(run: runs))
+            }
+        }
+    }
+
+    func kill9() {
+        guard let p = process, p.isRunning else { return }
+        kill(p.processIdentifier, SIGKILL)
+        p.waitUntilExit()
+    }
+
+    /// SIGTERM, then wait; returns the exit status and the seconds it took.
+    func stop() -> (Int32, Double) {
+        guard let p = process else { return (-1, 0) }
+        let t = Date()
+        p.terminate()
+        p.waitUntilExit()
+        return (p.terminationStatus, Date().timeIntervalSince(t))
+    }
+
+    func waitExit() -> Int32 {
+        process?.waitUntilExit()
+        return process?.terminationStatus ?? -1
+    }
+
+    func log(run: Int) -> String {
+        (try? String(contentsOfFile: dir + "/daemon-\(run).log", encoding: .utf8)) ?? ""
+    }
+
+    /// One request on a fresh connection.
+    func request(_ args: String...) throws -> Reply { try request(args) }
+    func request(_ args: [String]) throws -> Reply {
+        let c = try ControlClient(path: socket)
+        return try c.send(args)
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ d: String) { description = d }
+}
+
+/// A reply: pairs, or the ACK.
+struct Reply {
+    var pairs: ControlReply
+    var ack: ControlAck?
+    subscript(key: String) -> String? { pairs[key] }
+}
+
+/// A minimal protocol client for tests (soundboxctl is tested separately).
+final class ControlClient {
+    let fd: Int32
+    private var buffer: [UInt8]
+    let greeting: String
+
+    init(path: String) throws {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        self.fd = fd
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &addr.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard rc == 0 else { close(fd); throw TestFailure("connect \(path): errno \(errno)") }
+        var tv = timeval(tv_sec: 120, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        var first: [UInt8] = []
+        greeting = try ControlClient.readLine(fd, &first) ?? ""
+        buffer = first
+    }
+    deinit { close(fd) }
+
+    func send(_ args: [String]) throws -> Reply {
+        let line = Array((ControlProtocol.requestLine(args) + "\n").utf8)
+        _ = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        var reply = ControlReply()
+        while let l = try ControlClient.readLine(fd, &buffer) {
+            if l == "OK" { return Reply(pairs: reply, ack: nil) }
+            if let ack = ControlAck.parse(l) { return Reply(pairs: reply, ack: ack) }
+            guard let p = ControlReply.pair(l) else { throw TestFailure("bad reply line: \(l)") }
+            reply.add(p.key, p.value)
+        }
+        throw TestFailure("connection closed mid-reply")
+    }
+
+    static func readLine(_ fd: Int32, _ buffer: inout [UInt8]) throws -> String? {
+        while true {
+            if let nl = buffer.firstIndex(of: 10) {
+                let s = String(decoding: buffer[..<nl], as: UTF8.self)
+                buffer.removeSubrange(...nl)
+                return s
+            }
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n <= 0 { return nil }
+            buffer += chunk[..<n]
+        }
+    }
+}
+
+/// The sd_notify datagram socket a test listens on.
+final class NotifySocket {
+    let path: String
+    let fd: Int32
+    init(path: String) throws {
+        self.path = path
+        unlink(path)
+        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &addr.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard rc == 0 else { throw TestFailure("bind notify socket: errno \(errno)") }
+    }
+    deinit { close(fd); unlink(path) }
+
+    /// The next datagram, or nil after `timeout` seconds.
+    func receive(timeout: Double) -> String? {
+        var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - Double(Int(timeout))) * 1e6))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        var buf = [UInt8](repeating: 0, count: 4096)
+        let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+        return n > 0 ? String(decoding: buf[..<n], as: UTF8.self) : nil
+    }
+}
+
+/// Parsed `<6>queue: speaking id=X seq=N` lines of a daemon log.
+struct LogEvents {
+    var events: [(event: String, fields: [String: String])] = []
+    init(_ text: String) {
+        for line in text.split(separator: "\n") {
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            let rest = line[line.index(after: colon)...].split(separator: " ")
+            guard let event = rest.first else { continue }
+            var fields: [String: String] = [:]
+            for kv in rest.dropFirst() {
+                if let eq = kv.firstIndex(of: "=") { fields[String(kv[..<eq])] = String(kv[kv.index(after: eq)...]) }
+            }
+            events.append((String(event), fields))
+        }
+    }
+    func ids(_ event: String) -> [String] { events.filter { $0.event == event }.compactMap { $0.fields["id"] } }
+}
