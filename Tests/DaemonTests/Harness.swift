@@ -148,7 +148,7 @@ final class ControlClient {
 
     func send(_ args: [String]) throws -> Reply {
         let line = Array((ControlProtocol.requestLine(args) + "\n").utf8)
-        _ = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        _ = line.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         var reply = ControlReply()
         while let l = try ControlClient.readLine(fd, &buffer) {
             if l == "OK" { return Reply(pairs: reply, ack: nil) }
