@@ -33,6 +33,8 @@ final class Daemon {
     private(set) var runs = 0
     private(set) var process: Process?
     var environment: [String: String] = [:]
+    /// A command the daemon runs under, e.g. prlimit.
+    var wrapper: [String] = []
 
     /// Extra config lines on top of the test defaults (null output, instant).
     init(dir: String, config: [String: String] = [:]) throws {
@@ -57,8 +59,9 @@ final class Daemon {
         runs += 1
         let notify = try NotifySocket(path: dir + "/notify-\(runs).sock")
         let p = Process()
-        p.executableURL = URL(fileURLWithPath: Build.soundboxd)
-        p.arguments = ["--config", dir + "/soundbox.conf"]
+        let command = wrapper + [Build.soundboxd, "--config", dir + "/soundbox.conf"]
+        p.executableURL = URL(fileURLWithPath: command[0])
+        p.arguments = Array(command.dropFirst())
         var env = ["NOTIFY_SOCKET": notify.path, "PATH": "/usr/bin:/bin", "SOUNDBOX_TEST_CLOCK": "unsynced"]
         env.merge(environment) { $1 }
         env.merge(extraEnv) { $1 }

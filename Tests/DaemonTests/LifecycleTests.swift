@@ -1,0 +1,184 @@
+import Foundation
+import Testing
+import Soundbox
+import SoundboxStore
+
+@Suite struct LifecycleTests {
+    /// Polls a reply until `done` holds: waiting on the daemon's own state
+    /// through its socket, bounded.
+    func until(_ daemon: Daemon, _ args: String..., tries: Int = 2000, _ done: (Reply) -> Bool) throws -> Reply {
+        for _ in 0..<tries {
+            let r = try daemon.request(args)
+            if done(r) { return r }
+            usleep(2000)
+        }
+        throw TestFailure("never reached: \(args)")
+    }
+
+    /// SIGTERM while speaking: exits 0 within 2 s; the interrupted payment
+    /// is spoken again at the next start and ends `played`.
+    @Test func sigtermStopsQuicklyAndKeepsTheEntryBeingSpoken() throws {
+        let scratch = Scratch()
+        let daemon = try Daemon(dir: scratch.path, config: ["audio.null_realtime": "true"])
+        try daemon.start()
+        #expect(try daemon.request("say", "99999999.99", "--id", "LONG")["status"] == "queued")
+        _ = try until(daemon, "status") { $0["state"] == "speaking" }
+        let (status, seconds) = daemon.stop()
+        #expect(status == 0)
+        #expect(seconds < 2)
+        #expect(try Store(path: daemon.database).entry(id: "LONG")?.state == .playing)
+
+        try daemon.writeConfig(["state.dir": daemon.dir + "/state", "control.socket": daemon.socket,
+                                "voice.dir": Build.root + "/voices", "audio.output": "null", "audio.null_realtime": "false"])
+        try daemon.start()
+        #expect(try daemon.request("idle", "30").ack == nil)
+        _ = daemon.stop()
+        let entry = try #require(try Store(path: daemon.database).entry(id: "LONG"))
+        #expect(entry.state == .played)
+        #expect(entry.plays == 2)
+        #expect(LogEvents(daemon.log(run: 2)).ids("speaking") == ["LONG"])
+    }
+
+    @Test func invalidConfigExits78NamingFileLineAndValues() throws {
+        let scratch = Scratch()
+        let conf = scratch.path + "/bad.conf"
+        try "# comment\naudio.volume = 12\n".write(toFile: conf, atomically: true, encoding: .utf8)
+        for args in [["--config", conf], ["--config", conf, "--check-config"]] {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: Build.soundboxd)
+            p.arguments = args
+            let err = Pipe()
+            p.standardError = err
+            try p.run()
+            let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            p.waitUntilExit()
+            #expect(p.terminationStatus == 78)
+            #expect(text == "soundboxd: \(conf):2: audio.volume = '12' is not allowed; expected an integer 0-10\n")
+        }
+    }
+
+    /// SIGHUP re-reads the file; a broken file on reload keeps the old settings.
+    @Test func sighupReloads() throws {
+        let scratch = Scratch()
+        let daemon = try Daemon(dir: scratch.path, config: ["audio.volume": "3"])
+        let p = try daemon.start()
+        #expect(try daemon.request("status")["volume"] == "3")
+        try daemon.writeConfig(["state.dir": daemon.dir + "/state", "control.socket": daemon.socket,
+                                "voice.dir": Build.root + "/voices", "audio.output": "null", "audio.volume": "9"])
+        kill(p.processIdentifier, SIGHUP)
+        _ = try until(daemon, "status") { $0["volume"] == "9" }
+        try "audio.volume = loud\n".write(toFile: daemon.dir + "/soundbox.conf", atomically: true, encoding: .utf8)
+        kill(p.processIdentifier, SIGHUP)
+        _ = try until(daemon, "status") { _ in daemon.log(run: 1).contains("reload_failed") }
+        #expect(try daemon.request("status")["volume"] == "9")
+        #expect(daemon.stop().0 == 0)
+    }
+
+    /// A garbage database: the daemon runs (no crash loop), announces from
+    /// memory, and status and doctor say what is wrong and what to do.
+    @Test func corruptDatabaseRunsFromMemoryAndDoctorSaysWhatToDo() throws {
+        let scratch = Scratch()
+        let daemon = try Daemon(dir: scratch.path)
+        try FileManager.default.createDirectory(atPath: daemon.dir + "/state", withIntermediateDirectories: true)
+        try Data(repeating: 0x42, count: 8192).write(to: URL(fileURLWithPath: daemon.database))
+        try daemon.start()
+        let say = try daemon.request("say", "12.30", "--id", "C1")
+        #expect(say["status"] == "queued")
+        #expect(say["durable"] == "false")
+        #expect(try daemon.request("idle", "30").ack == nil)
+        let status = try daemon.request("status")
+        #expect(status["durable"] == "false")
+        #expect(status["faults"]?.contains("storage") == true)
+        let doctor = try daemon.request("doctor").pairs.records(startingWith: "check")
+        let db = try #require(doctor.first { $0.first?.value == "database" })
+        #expect(db.first { $0.key == "status" }?.value == "fail")
+        #expect(db.first { $0.key == "hint" }?.value.contains("mv \(daemon.database) \(daemon.database).broken") == true)
+        #expect(daemon.stop().0 == 0)
+        #expect(LogEvents(daemon.log(run: 1)).ids("played") == ["C1"])
+    }
+
+    /// A WAL cut short (power cut mid-write): SQLite drops the torn tail;
+    /// the daemon starts and what was committed before is there.
+    @Test func truncatedWALStartsCleanly() throws {
+        let scratch = Scratch()
+        let daemon = try Daemon(dir: scratch.path, config: ["audio.mute": "true"])
+        try daemon.start()
+        for i in 1...30 { _ = try daemon.request("say", "\(i)", "--id", "W\(i)") }
+        #expect(try daemon.request("idle", "30").ack == nil)
+        daemon.kill9()   // no checkpoint: the entries live in the WAL
+        let wal = daemon.database + "-wal"
+        let size = try #require(try FileManager.default.attributesOfItem(atPath: wal)[.size] as? Int)
+        #expect(size > 0)
+        #expect(truncate(wal, off_t(size / 2)) == 0)
+        try daemon.start()
+        #expect(try daemon.request("status")["faults"] == "none")
+        let doctor = try daemon.request("doctor").pairs.records(startingWith: "check")
+        #expect(doctor.first { $0.first?.value == "database" }?.first { $0.key == "status" }?.value == "ok")
+        _ = daemon.stop()
+        let entries = try Store(path: daemon.database).history(limit: 100)
+        #expect(try Store(path: daemon.database).quickCheck() == "ok")
+        #expect(entries.map(\.seq) == Array((1...Int64(entries.count)).reversed()), "a prefix survives")
+    }
+
+    /// Disk full (a file-size limit): announcements still happen, receipts
+    /// say durable false, status and doctor report the fault.
+    @Test func diskFullStillAnnounces() throws {
+        let scratch = Scratch()
+        let daemon = try Daemon(dir: scratch.path)
+        daemon.wrapper = ["/usr/bin/prlimit", "--fsize=196608", "--"]
+        try daemon.start()
+        var durable: [String] = []
+        for i in 1...60 {
+            let r = try daemon.request("say", "\(i).50", "--id", "F\(i)")
+            #expect(r["status"] == "queued")
+            durable.append(r["durable"] ?? "?")
+        }
+        #expect(durable.first == "true")
+        #expect(durable.last == "false", "the limit was never reached")
+        #expect(try daemon.request("idle", "60").ack == nil)
+        let status = try daemon.request("status")
+        #expect(status["durable"] == "false")
+        #expect(status["faults"]?.contains("storage") == true)
+        let doctor = try daemon.request("doctor").pairs.records(startingWith: "check")
+        let db = try #require(doctor.first { $0.first?.value == "database" })
+        #expect(db.first { $0.key == "detail" }?.value.contains("writes fail") == true)
+        #expect(daemon.stop().0 == 0)
+        let played = LogEvents(daemon.log(run: 1)).ids("played")
+        #expect(played == (1...60).map { "F\($0)" }, "every payment announced, in order")
+    }
+
+    /// The stale rule applies only with a synchronised clock.
+    @Test(arguments: [("synced", "expired"), ("unsynced", "played")])
+    func staleRuleNeedsASynchronisedClock(_ clock: String, _ expected: String) throws {
+        let scratch = Scratch()
+        let daemon = try Daemon(dir: scratch.path, config: ["audio.null_realtime": "true", "queue.stale_after_s": "1"])
+        try daemon.start(extraEnv: ["SOUNDBOX_TEST_CLOCK": clock])
+        _ = try daemon.request("say", "11.11", "--id", "FIRST")         // ~3 s of speech
+        _ = try daemon.request("say", "1", "--id", "SECOND")            // waits its turn, > 1 s
+        _ = try until(daemon, "status") { $0["state"] == "speaking" }
+        _ = try daemon.request("config", "set", "audio.null_realtime", "false")
+        #expect(try daemon.request("idle", "60").ack == nil)
+        _ = daemon.stop()
+        let second = try #require(try Store(path: daemon.database).entry(id: "SECOND"))
+        #expect(second.state.rawValue == expected)
+        let receipts = try Store(path: daemon.database).outbox(limit: 100).map(\.payload)
+        #expect(receipts.contains { $0.hasPrefix("{\"id\":\"SECOND\",\"status\":\"\(expected)\"") })
+    }
+
+    /// Mute records payments as `muted`, not spoken; they stay replayable.
+    @Test func muteRecordsWithoutSpeaking() throws {
+        let scratch = Scratch()
+        let daemon = try Daemon(dir: scratch.path, config: ["audio.mute": "true"])
+        try daemon.start()
+        _ = try daemon.request("say", "5", "--id", "M1")
+        #expect(try daemon.request("idle", "30").ack == nil)
+        #expect(try daemon.request("replay", "M1")["status"] == "queued")
+        #expect(try daemon.request("idle", "30").ack == nil)
+        _ = daemon.stop()
+        #expect(try Store(path: daemon.database).entry(id: "M1")?.state == .muted)
+        let log = LogEvents(daemon.log(run: 1))
+        #expect(log.ids("speaking").isEmpty)
+        #expect(log.ids("muted") == ["M1"])
+        #expect(log.ids("replaying") == ["M1"])
+    }
+}
