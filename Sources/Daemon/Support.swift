@@ -166,7 +166,9 @@ public enum SystemClock {
         case "synced": return true
         case "unsynced": return false
         default:
-            return soundbox_clock_state() != TIME_ERROR
+            // -1 (adjtimex refused, e.g. by a seccomp filter) is "unknown": not synchronised.
+            let state = soundbox_clock_state()
+            return state >= 0 && state != TIME_ERROR
         }
     }
 

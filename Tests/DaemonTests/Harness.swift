@@ -32,6 +32,8 @@ final class Daemon {
     var logPath: String { dir + "/daemon-\(runs).log" }
     private(set) var runs = 0
     private(set) var process: Process?
+    /// The sd_notify socket of the current run (READY=1 already read).
+    private(set) var notify: NotifySocket?
     var environment: [String: String] = [:]
     /// A command the daemon runs under, e.g. prlimit.
     var wrapper: [String] = []
@@ -58,6 +60,7 @@ final class Daemon {
     func start(failpoint: String? = nil, extraEnv: [String: String] = [:]) throws -> Process {
         runs += 1
         let notify = try NotifySocket(path: dir + "/notify-\(runs).sock")
+        self.notify = notify
         let p = Process()
         let command = wrapper + [Build.soundboxd, "--config", dir + "/soundbox.conf"]
         p.executableURL = URL(fileURLWithPath: command[0])

@@ -39,6 +39,25 @@ import SoundboxStore
         #expect(LogEvents(daemon.log(run: 2)).ids("speaking") == ["LONG"])
     }
 
+    /// With WATCHDOG_USEC set, the daemon sends keep-alives while healthy,
+    /// and STOPPING=1 on SIGTERM.
+    @Test func watchdogKeepAlivesAndStopping() throws {
+        let scratch = Scratch()
+        let daemon = try Daemon(dir: scratch.path)
+        try daemon.start(extraEnv: ["WATCHDOG_USEC": "200000"])
+        let notify = try #require(daemon.notify)
+        #expect(notify.receive(timeout: 5) == "WATCHDOG=1")
+        #expect(notify.receive(timeout: 5) == "WATCHDOG=1")
+        daemon.process?.terminate()
+        var seen: [String] = []
+        while let m = notify.receive(timeout: 5) {
+            seen.append(m)
+            if m == "STOPPING=1" { break }
+        }
+        #expect(seen.last == "STOPPING=1")
+        #expect(daemon.waitExit() == 0)
+    }
+
     @Test func invalidConfigExits78NamingFileLineAndValues() throws {
         let scratch = Scratch()
         let conf = scratch.path + "/bad.conf"
