@@ -24,21 +24,23 @@ let package = Package(
         .target(name: "MQTTBridge", dependencies: ["Soundbox", "CMosquitto"]),
         .target(name: "GPIO", dependencies: ["Soundbox", "CGPIOD"]),
         .target(name: "SoundboxStore", dependencies: ["Soundbox", "CSQLite"], path: "Sources/Store"),
+        // The control socket's client: soundboxctl, tests, benchmarks.
+        .target(name: "SoundboxControl", dependencies: ["Soundbox"], path: "Sources/Control"),
         // The daemon's services: ingest, scheduler, control socket, lifecycle.
         .target(name: "SoundboxDaemon", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxStore", "CLinux"], path: "Sources/Daemon"),
 
         // The two executables: thin wiring.
         .executableTarget(name: "soundboxd", dependencies: ["SoundboxDaemon", "MQTTBridge", "GPIO"]),
-        .executableTarget(name: "soundboxctl", dependencies: ["Soundbox", "SoundboxAudio"]),
+        .executableTarget(name: "soundboxctl", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxControl"]),
 
         // Benchmarks (bench/README.md); not part of the test suite.
-        .executableTarget(name: "soundbox-bench", dependencies: ["Soundbox", "SoundboxAudio"], path: "bench/Sources"),
+        .executableTarget(name: "soundbox-bench", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxControl"], path: "bench/Sources"),
 
         .testTarget(name: "SoundboxTests", dependencies: ["Soundbox"]),
         .testTarget(name: "AudioTests", dependencies: ["Soundbox", "SoundboxAudio"]),
         .testTarget(name: "CLITests", dependencies: ["Soundbox", "soundboxctl"]),
         .testTarget(name: "StoreTests", dependencies: ["Soundbox", "SoundboxStore"]),
-        .testTarget(name: "DaemonTests", dependencies: ["Soundbox", "SoundboxStore", "soundboxd", "soundboxctl"]),
+        .testTarget(name: "DaemonTests", dependencies: ["Soundbox", "SoundboxStore", "SoundboxControl", "soundboxd", "soundboxctl"]),
     ],
     swiftLanguageModes: [.v6]
 )

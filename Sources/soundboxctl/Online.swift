@@ -3,6 +3,7 @@
 import FoundationEssentials
 import Glibc
 import Soundbox
+import SoundboxControl
 import SoundboxAudio
 
 /// The online commands (docs/DESIGN.md §5, plus `wait`).
@@ -38,8 +39,11 @@ func runOnline(_ command: OnlineCommand, _ args: Arguments, _ out: Output) throw
     guard length <= ControlProtocol.maxLine else {
         throw usageError("the request is \(length) bytes; the control socket takes lines of at most \(ControlProtocol.maxLine)")
     }
-    let connection = try ControlConnection.open(try socketPath(args), timeout: timeout)
-    let reply = try connection.request(request)
+    let path = try socketPath(args)
+    let reply: ControlReply
+    do { reply = try ControlConnection.open(path, timeout: timeout).request(request) } catch {
+        throw Failure(message: error.message, code: error.code, status: 1)
+    }
     try show(command, reply, out)
 }
 

@@ -36,14 +36,16 @@ import SoundboxStore
         }
     }
 
-    /// 160 rounds of SIGKILL at a random moment while payments stream in.
+    /// 160 rounds of SIGKILL at a random moment while payments stream in
+    /// (scripts/soak runs many more through SOUNDBOX_SOAK_ROUNDS).
     @Test func randomKillsDuringAStream() throws {
+        let rounds = ProcessInfo.processInfo.environment["SOUNDBOX_SOAK_ROUNDS"].flatMap(Int.init) ?? 160
         let scratch = Scratch()
         let daemon = try Daemon(dir: scratch.path)
         var acked: [String] = [], sent: [String] = []
         var next = 0
         var rng = SystemRandomNumberGenerator()
-        for _ in 0..<160 {
+        for _ in 0..<rounds {
             let p = try daemon.start()
             let delay = Double.random(in: 0...0.03, using: &rng)
             DispatchQueue.global().asyncAfter(deadline: .now() + delay) { kill(p.processIdentifier, SIGKILL) }
@@ -60,7 +62,7 @@ import SoundboxStore
         for id in sent { _ = try daemon.request("say", "1", "--id", id) }   // re-sent: duplicates or new
         #expect(try daemon.request("idle", "60").ack == nil)
         #expect(daemon.stop().0 == 0)
-        #expect(acked.count > 100, "the stream should have reached the daemon")
+        #expect(acked.count > rounds / 2, "the stream should have reached the daemon")
         try Invariants.check(daemon, acked: acked, sent: sent)
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Soundbox
+import SoundboxControl
 
 /// The repository root, the built binaries and a scratch folder per test.
 enum Build {
@@ -111,8 +112,12 @@ final class Daemon {
     /// One request on a fresh connection.
     func request(_ args: String...) throws -> Reply { try request(args) }
     func request(_ args: [String]) throws -> Reply {
-        let c = try ControlClient(path: socket)
-        return try c.send(args)
+        do {
+            return Reply(pairs: try ControlConnection.open(socket, timeout: 120).request(args), ack: nil)
+        } catch {
+            guard let ack = error.ack else { throw error }
+            return Reply(pairs: ControlReply(), ack: ack)
+        }
     }
 }
 
@@ -126,58 +131,6 @@ struct Reply {
     var pairs: ControlReply
     var ack: ControlAck?
     subscript(key: String) -> String? { pairs[key] }
-}
-
-/// A minimal protocol client for tests (soundboxctl is tested separately).
-final class ControlClient {
-    let fd: Int32
-    private var buffer: [UInt8]
-    let greeting: String
-
-    init(path: String) throws {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        self.fd = fd
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &addr.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard rc == 0 else { close(fd); throw TestFailure("connect \(path): errno \(errno)") }
-        var tv = timeval(tv_sec: 120, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        var first: [UInt8] = []
-        greeting = try ControlClient.readLine(fd, &first) ?? ""
-        buffer = first
-    }
-    deinit { close(fd) }
-
-    func send(_ args: [String]) throws -> Reply {
-        let line = Array((ControlProtocol.requestLine(args) + "\n").utf8)
-        _ = line.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-        var reply = ControlReply()
-        while let l = try ControlClient.readLine(fd, &buffer) {
-            if l == "OK" { return Reply(pairs: reply, ack: nil) }
-            if let ack = ControlAck.parse(l) { return Reply(pairs: reply, ack: ack) }
-            guard let p = ControlReply.pair(l) else { throw TestFailure("bad reply line: \(l)") }
-            reply.add(p.key, p.value)
-        }
-        throw TestFailure("connection closed mid-reply")
-    }
-
-    static func readLine(_ fd: Int32, _ buffer: inout [UInt8]) throws -> String? {
-        while true {
-            if let nl = buffer.firstIndex(of: 10) {
-                let s = String(decoding: buffer[..<nl], as: UTF8.self)
-                buffer.removeSubrange(...nl)
-                return s
-            }
-            var chunk = [UInt8](repeating: 0, count: 4096)
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n <= 0 { return nil }
-            buffer += chunk[..<n]
-        }
-    }
 }
 
 /// The sd_notify datagram socket a test listens on.

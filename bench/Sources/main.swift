@@ -1,56 +1,19 @@
-// soundbox-bench: the announce path's numbers (bench/README.md).
-//   swift run -c release soundbox-bench [VOICES_DIR]
+// soundbox-bench: numbers for the closing notes (bench/README.md).
+//   soundbox-bench announce [VOICES_DIR]   the announce path
+//   soundbox-bench daemon [VOICES_DIR]     soundboxd: ingest rate, RSS, idle wakeups, start time
 import Foundation
-import Soundbox
-import SoundboxAudio
 
-let voices = CommandLine.arguments.dropFirst().first ?? FileManager.default.currentDirectoryPath + "/voices"
-let ctl = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("soundboxctl").path
-
+let binDir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().path
 func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 func median(_ xs: [Double]) -> Double { xs.sorted()[xs.count / 2] }
 func ms(_ ns: Double) -> String { String(format: "%.3f ms", ns / 1e6) }
 
-// 1. Load (decode + trim) every shipped pack, in a fresh bank each time.
-var loads: [Double] = []
-for _ in 0..<20 {
-    let t = now()
-    let bank = VoiceBank(directory: voices)
-    for pack in ["zh-CN", "en-IN"] { _ = try bank.load(pack) }
-    loads.append(Double(now() - t))
+let args = Array(CommandLine.arguments.dropFirst())
+let voices = args.dropFirst().first ?? FileManager.default.currentDirectoryPath + "/voices"
+switch args.first {
+case "announce": try announceBench(voices: voices)
+case "daemon": try daemonBench(voices: voices)
+default:
+    print("usage: soundbox-bench announce|daemon [VOICES_DIR]")
+    exit(2)
 }
-
-// 2. Build the PCM of the longest zh-CN announcement, packs loaded.
-let bank = VoiceBank(directory: voices)
-try bank.load("zh-CN")
-let longest = try Amount.parse("999999999999.99", max: .wordsMax)
-let clips = ChineseGrammar().announcement(longest, channel: .alipay)
-var builds: [Double] = []
-var samples = 0
-for _ in 0..<2000 {
-    let t = now()
-    let r = try bank.render(ChineseGrammar().announcement(longest, channel: .alipay), pack: "zh-CN", volume: 6)
-    builds.append(Double(now() - t))
-    samples = r.samples.count
-}
-
-// 3. Peak RSS of `soundboxctl render`, measured by GNU time (package
-// `time`): getrusage(RUSAGE_CHILDREN) here would report this process's own
-// size, since Linux carries the pre-exec peak across fork and exec.
-let out = FileManager.default.temporaryDirectory.appendingPathComponent("bench-\(getpid()).wav").path
-let p = Process()
-p.executableURL = URL(fileURLWithPath: "/usr/bin/time")
-p.arguments = ["-f", "%M", ctl, "render", "999999999999.99", "-o", out, "--voices", voices]
-let err = Pipe()
-p.standardOutput = FileHandle.nullDevice
-p.standardError = err
-try p.run()
-let report = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-p.waitUntilExit()
-try? FileManager.default.removeItem(atPath: out)
-let peakKiB = Int(report.split(separator: "\n").last ?? "") ?? -1
-
-print("longest zh-CN announcement: \(clips.count) clips, \(samples) samples (\(String(format: "%.2f", Double(samples) / 22050)) s)")
-print("build PCM, packs loaded:    median \(ms(median(builds))), min \(ms(builds.min()!))   (goal < 1 ms)")
-print("load zh-CN + en-IN packs:   median \(ms(median(loads))), min \(ms(loads.min()!))   (goal < 100 ms)")
-print("soundboxctl render peak RSS: \(String(format: "%.1f", Double(peakKiB) / 1024)) MB (exit \(p.terminationStatus))   (goal < 20 MB)")

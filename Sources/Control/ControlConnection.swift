@@ -1,14 +1,30 @@
-// The client side of soundboxd's control socket (docs/control-protocol.md).
+// The client side of soundboxd's control socket (docs/control-protocol.md),
+// shared by soundboxctl, the tests and the benchmarks.
 import Glibc
 import Soundbox
+
+/// Why a request did not get a reply: the message names the socket;
+/// `code` is stable (`not_running`, `permission`, `timeout`, `protocol`,
+/// `connect`, or `ack_<n>` for an ACK from soundboxd).
+public struct ControlClientError: Error, Sendable, CustomStringConvertible {
+    public let message: String
+    public let code: String
+    /// The daemon's ACK, when that is what happened.
+    public let ack: ControlAck?
+    public var description: String { message }
+}
+
+private func failure(_ message: String, code: String) -> ControlClientError {
+    ControlClientError(message: message, code: code, ack: nil)
+}
 
 /// One connection to soundboxd's control socket. `open` connects and checks
 /// the greeting; `request` sends one request line and collects the reply's
 /// `key: value` lines up to `OK`. An `ACK`, a timeout or a broken
-/// connection is thrown as a `Failure` that names the socket. The
+/// connection is thrown as a `ControlClientError` that names the socket. The
 /// descriptor is closed when the connection goes away.
-final class ControlConnection {
-    let path: String
+public final class ControlConnection {
+    public let path: String
     private let fd: Int32
     /// Bytes received after the last complete line.
     private var pending: [UInt8] = []
@@ -27,7 +43,7 @@ final class ControlConnection {
 
     /// Connects to `path` and reads the greeting. `timeout` bounds the
     /// connect (a daemon whose backlog is full) and every wait for a reply.
-    static func open(_ path: String, timeout seconds: Int) throws(Failure) -> ControlConnection {
+    public static func open(_ path: String, timeout seconds: Int) throws(ControlClientError) -> ControlConnection {
         var address = sockaddr_un()
         let name = Array(path.utf8)
         let room = MemoryLayout.size(ofValue: address.sun_path) - 1
@@ -64,7 +80,7 @@ final class ControlConnection {
 
         // A client the daemon refuses gets an ACK instead of the greeting.
         let greeting = try connection.readLine()
-        if let ack = ControlAck.parse(greeting) { throw Failure(ack) }
+        if let ack = ControlAck.parse(greeting) { throw ControlClientError(ack) }
         guard greeting.hasPrefix(ControlProtocol.greetingPrefix) else {
             throw failure("\(path) is not soundboxd's control socket: it greeted with '\(greeting)'", code: "protocol")
         }
@@ -72,13 +88,13 @@ final class ControlConnection {
     }
 
     /// Sends one request and returns its reply; an `ACK` is thrown.
-    func request(_ args: [String]) throws(Failure) -> ControlReply {
+    public func request(_ args: [String]) throws(ControlClientError) -> ControlReply {
         try send(ControlProtocol.requestLine(args) + "\n")
         var reply = ControlReply()
         while true {
             let line = try readLine()
             if line == "OK" { return reply }
-            if let ack = ControlAck.parse(line) { throw Failure(ack) }
+            if let ack = ControlAck.parse(line) { throw ControlClientError(ack) }
             guard let pair = ControlReply.pair(line) else {
                 throw failure("unexpected line from soundboxd at \(path): '\(line)'", code: "protocol")
             }
@@ -86,7 +102,7 @@ final class ControlConnection {
         }
     }
 
-    private func setTimeout(_ seconds: Int) throws(Failure) {
+    private func setTimeout(_ seconds: Int) throws(ControlClientError) {
         timeout = seconds
         var tv = timeval(tv_sec: seconds, tv_usec: 0)
         // SO_SNDTIMEO also bounds connect() on a Unix socket.
@@ -97,7 +113,7 @@ final class ControlConnection {
         }
     }
 
-    private func send(_ text: String) throws(Failure) {
+    private func send(_ text: String) throws(ControlClientError) {
         let bytes = Array(text.utf8)
         var sent = 0
         while sent < bytes.count {
@@ -110,7 +126,7 @@ final class ControlConnection {
     }
 
     /// The next line, without its "\n".
-    private func readLine() throws(Failure) -> String {
+    private func readLine() throws(ControlClientError) -> String {
         var chunk = [UInt8](repeating: 0, count: 4096)
         while true {
             if let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
@@ -135,10 +151,10 @@ final class ControlConnection {
     }
 }
 
-extension Failure {
-    /// An ACK from soundboxd: its message, code `ack_<n>`, exit status 1.
-    init(_ ack: ControlAck) {
-        self.init(message: ack.message, code: "ack_\(ack.code.rawValue)", status: 1)
+extension ControlClientError {
+    /// An ACK from soundboxd: its message, code `ack_<n>`.
+    public init(_ ack: ControlAck) {
+        self.init(message: ack.message, code: "ack_\(ack.code.rawValue)", ack: ack)
     }
 }
 
