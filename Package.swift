@@ -27,7 +27,7 @@ let package = Package(
         // The control socket's client: soundboxctl, tests, benchmarks.
         .target(name: "SoundboxControl", dependencies: ["Soundbox"], path: "Sources/Control"),
         // The daemon's services: ingest, scheduler, control socket, lifecycle.
-        .target(name: "SoundboxDaemon", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxStore", "CLinux"], path: "Sources/Daemon"),
+        .target(name: "SoundboxDaemon", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxStore", "MQTTBridge", "CLinux"], path: "Sources/Daemon"),
 
         // The two executables: thin wiring.
         .executableTarget(name: "soundboxd", dependencies: ["SoundboxDaemon", "MQTTBridge", "GPIO"]),
@@ -40,7 +40,7 @@ let package = Package(
         .testTarget(name: "AudioTests", dependencies: ["Soundbox", "SoundboxAudio"]),
         .testTarget(name: "CLITests", dependencies: ["Soundbox", "soundboxctl"]),
         .testTarget(name: "StoreTests", dependencies: ["Soundbox", "SoundboxStore"]),
-        .testTarget(name: "DaemonTests", dependencies: ["Soundbox", "SoundboxStore", "SoundboxControl", "soundboxd", "soundboxctl"]),
+        .testTarget(name: "DaemonTests", dependencies: ["Soundbox", "SoundboxStore", "SoundboxControl", "MQTTBridge", "soundboxd", "soundboxctl"]),
     ],
     swiftLanguageModes: [.v6]
 )

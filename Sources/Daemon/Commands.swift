@@ -15,6 +15,9 @@ struct Context: Sendable {
     let voiceOK: Bool
     let started: Double
     let environment: [String: String]
+
+    /// Something the backend sees changed (settings, volume).
+    func changed() { ingest.outbox.notify() }
 }
 
 /// The command table (docs/control-protocol.md): name, argument counts,
@@ -66,29 +69,7 @@ struct Commands: Sendable {
 
     // MARK: - Handlers
 
-    static func status(_ c: Context) -> ControlReply {
-        let config = c.settings.current
-        let s = c.scheduler.status.withLock { $0 }
-        let (memory, storageFault) = c.backlog.state.withLock { ($0.payments.count, $0.storageFault) }
-        var faults: [String] = []
-        if storageFault != nil || c.store == nil { faults.append("storage") }
-        if s.audioFault != nil { faults.append("audio") }
-        if !c.voiceOK { faults.append("voice") }
-        var r = ControlReply()
-        r.add("version", soundboxVersion)
-        r.add("state", s.speaking ? "speaking" : "idle")
-        r.add("volume", config[.audioVolume])
-        r.add("muted", config[.audioMute])
-        r.add("queue_depth", ((try? c.store?.pendingCount()) ?? 0) + memory)
-        r.add("voice", config[.voiceLang])
-        r.add("last_id", s.lastID ?? "")
-        r.add("uptime_s", Int(SystemClock.monotonic() - c.started))
-        r.add("output", OutputName.of(config))
-        r.add("durable", c.store != nil && storageFault == nil && memory == 0)
-        r.add("clock_synced", SystemClock.isSynchronized(environment: c.environment))
-        r.add("faults", faults.isEmpty ? "none" : faults.joined(separator: ","))
-        return r
-    }
+    static func status(_ c: Context) -> ControlReply { StatusReport.make(c).reply }
 
     static func add(_ e: Entry, to r: inout ControlReply, full: Bool) {
         r.add("id", e.payment.id)
@@ -194,6 +175,7 @@ struct Commands: Sendable {
             do { _ = try c.settings.set(["audio.volume": "\(level)"]) } catch {
                 throw ControlAck(.system, command: "volume", error.description)
             }
+            c.changed()
         }
         var r = ControlReply()
         r.add("volume", level)
@@ -207,11 +189,12 @@ struct Commands: Sendable {
             for (k, v) in c.settings.current.effective { r.add(k.name, v) }
         case ("get", 2):
             guard let key = ConfigKey.named(a[1]) else { throw ControlAck(.arg, command: "config", ConfigError.unknownKey(a[1]).description) }
-            r.add(key.name, c.settings.current[key])
+            r.add(key.name, c.settings.current.shown(key))
         case ("set", 3):
             do {
                 let now = try c.settings.set([a[1]: a[2]])
-                r.add(a[1], now[ConfigKey.named(a[1])!])
+                r.add(a[1], now.shown(ConfigKey.named(a[1])!))
+                c.changed()
             } catch { throw ControlAck(.arg, command: "config", error.description) }
         default:
             throw ControlAck(.arg, command: "config", "usage: config get [KEY] | config set KEY VALUE")
@@ -254,5 +237,69 @@ enum OutputName {
         case "null": "null"
         default: "alsa:" + config[.audioDevice]
         }
+    }
+}
+
+/// The device's state, for `status` on the socket and the retained MQTT
+/// status topic (DESIGN §2).
+struct StatusReport {
+    var speaking: Bool
+    var volume: Int
+    var muted: Bool
+    var queueDepth: Int
+    var voice: String
+    var lastID: String
+    var uptime: Int
+    var output: String
+    var durable: Bool
+    var clockSynced: Bool
+    var faults: [String]
+    /// Receipts not yet acknowledged by the broker (outbox and memory).
+    var receiptsPending: Int
+
+    static func make(_ c: Context) -> StatusReport {
+        let config = c.settings.current
+        let s = c.scheduler.status.withLock { $0 }
+        let (memory, storageFault, memoryReceipts) = c.backlog.state.withLock { ($0.payments.count, $0.storageFault, $0.receipts.count) }
+        var faults: [String] = []
+        if storageFault != nil || c.store == nil { faults.append("storage") }
+        if s.audioFault != nil { faults.append("audio") }
+        if !c.voiceOK { faults.append("voice") }
+        return StatusReport(
+            speaking: s.speaking, volume: config.integer(.audioVolume), muted: config.bool(.audioMute),
+            queueDepth: ((try? c.store?.pendingCount()) ?? 0) + memory, voice: config[.voiceLang], lastID: s.lastID ?? "",
+            uptime: Int(SystemClock.monotonic() - c.started), output: OutputName.of(config),
+            durable: c.store != nil && storageFault == nil && memory == 0,
+            clockSynced: SystemClock.isSynchronized(environment: c.environment), faults: faults,
+            receiptsPending: ((try? c.store?.outboxCount()) ?? 0) + memoryReceipts)
+    }
+
+    var reply: ControlReply {
+        var r = ControlReply()
+        r.add("version", soundboxVersion)
+        r.add("state", speaking ? "speaking" : "idle")
+        r.add("volume", volume)
+        r.add("muted", muted)
+        r.add("queue_depth", queueDepth)
+        r.add("voice", voice)
+        r.add("last_id", lastID)
+        r.add("uptime_s", uptime)
+        r.add("output", output)
+        r.add("durable", durable)
+        r.add("clock_synced", clockSynced)
+        r.add("faults", faults.isEmpty ? "none" : faults.joined(separator: ","))
+        r.add("receipts_pending", receiptsPending)
+        return r
+    }
+
+    /// {"online":true,"version":"0.1.0","volume":6,...}; without uptime for
+    /// change detection.
+    func json(uptime: Bool) -> String {
+        var f = [#""online":true"#, #""version":"# + JSONText.quote(soundboxVersion), #""volume":\#(volume)"#,
+                 #""muted":\#(muted)"#, #""queue_depth":\#(queueDepth)"#, #""voice":"# + JSONText.quote(voice),
+                 #""last_id":"# + JSONText.quote(lastID), #""durable":\#(durable)"#,
+                 #""faults":["# + faults.map(JSONText.quote).joined(separator: ",") + "]"]
+        if uptime { f.append(#""uptime_s":\#(self.uptime)"#) }
+        return "{" + f.joined(separator: ",") + "}"
     }
 }

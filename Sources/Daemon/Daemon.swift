@@ -87,23 +87,40 @@ public enum Daemon {
         let (voiceOK, voiceReport) = loadVoices(bank, config[.voiceLang], log)
 
         // 3. Ingest and the scheduler thread.
-        let wake = Wakeup()
+        let wake = Wakeup(), outbox = Wakeup()
         let backlog = Backlog()
-        let ingest = Ingest(store: store, backlog: backlog, settings: settings, wake: wake)
+        let ingest = Ingest(store: store, backlog: backlog, settings: settings, wake: wake, outbox: outbox)
         let scheduler = Scheduler(store: store, backlog: backlog, settings: settings, ingest: ingest, wake: wake,
                                   bank: bank, environment: environment)
         prune(store, config, log)
         let schedulerThread = ServiceThread(name: "scheduler") { scheduler.run() }
 
-        // 4. Control socket.
         let context = Context(settings: settings, store: store, storeError: storeError, backlog: backlog, ingest: ingest,
                               scheduler: scheduler, voiceReport: voiceReport, voiceOK: voiceOK, started: started,
                               environment: environment)
+        // 4. The broker link: payments in, receipts and status out.
+        var uplink: Uplink?
+        var uplinkThread: ServiceThread?
+        if config.bool(.mqttEnabled) {
+            let device = config[.deviceID].isEmpty ? hostname() : config[.deviceID]
+            let u = Uplink(context: context, events: outbox, device: device)
+            do { try u.start(config, device: device) } catch {
+                log.error("mqtt_failed", ["error": error.description])
+                scheduler.stop()
+                schedulerThread.join(timeout: 2)
+                return 1
+            }
+            uplink = u
+            uplinkThread = ServiceThread(name: "uplink") { u.run() }
+        }
+
+        // 5. Control socket.
         let server: ControlServer
         do {
             server = try ControlServer(path: config[.controlSocket], group: config[.controlGroup], commands: Commands(context: context))
         } catch {
             log.error("control_socket_failed", ["error": error.description])
+            uplink?.stop()
             scheduler.stop()
             schedulerThread.join(timeout: 2)
             return 1
@@ -116,7 +133,7 @@ public enum Daemon {
                            "startup_ms": "\(Int((SystemClock.monotonic() - started) * 1000))"])
         notifier.send("READY=1\nSTATUS=\(pending) pending, voice \(config[.voiceLang]), output \(OutputName.of(config))")
 
-        // 5. Wait for signals; beat the watchdog while the scheduler lives;
+        // 6. Wait for signals; beat the watchdog while the scheduler lives;
         //    prune hourly.
         var nextPrune = SystemClock.monotonic() + 3600
         while true {
@@ -136,12 +153,14 @@ public enum Daemon {
             }
         }
 
-        // 6. Stop in reverse order, within 2 s: no new requests, then the
-        //    scheduler (an interrupted payment stays `playing` and is
-        //    spoken again at the next start).
+        // 7. Stop in reverse order, within 2 s: no new requests, the broker
+        //    link (offline status published), then the scheduler (an
+        //    interrupted payment stays `playing`, spoken again at the next start).
         log.info("stopping")
         notifier.send("STOPPING=1")
         server.stop()
+        uplink?.stop()
+        uplinkThread?.join(timeout: 0.5)
         scheduler.stop()
         if !schedulerThread.join(timeout: 1.8) { log.warning("scheduler_did_not_stop") }
         serverThread.join(timeout: 0.1)
@@ -193,6 +212,12 @@ public enum Daemon {
         if scheduler.wake.isIdle { return true }
         let beat = Double(scheduler.heartbeat.load(ordering: .relaxed)) / 1000
         return SystemClock.monotonic() - beat < 10
+    }
+
+    static func hostname() -> String {
+        var buf = [CChar](repeating: 0, count: 256)
+        gethostname(&buf, buf.count)
+        return String(cString: buf)
     }
 
     static func printErr(_ message: String) {

@@ -48,13 +48,16 @@ public final class Ingest: Sendable {
     let backlog: Backlog
     let settings: Settings
     let wake: Wakeup
+    /// Wakes the uplink: a receipt is waiting to be sent.
+    let outbox: Wakeup
     private let log = Log("ingest")
 
-    init(store: Store?, backlog: Backlog, settings: Settings, wake: Wakeup) {
-        self.store = store; self.backlog = backlog; self.settings = settings; self.wake = wake
+    init(store: Store?, backlog: Backlog, settings: Settings, wake: Wakeup, outbox: Wakeup) {
+        self.store = store; self.backlog = backlog; self.settings = settings; self.wake = wake; self.outbox = outbox
     }
 
     public func accept(_ payment: Payment) -> IngestResult {
+        defer { outbox.notify() }
         let config = settings.current
         if let problem = Payment.problem(withID: payment.id) { return reject(payment.id, problem) }
         if payment.amount > config.amount(.paymentMaxAmount) {
@@ -104,9 +107,13 @@ public final class Ingest: Sendable {
         return .queued(durable: false)
     }
 
-    private func reject(_ id: String, _ reason: String) -> IngestResult {
-        log.warning("rejected", ["id": id, "reason": reason])
-        let receipt = Receipt(id: Payment.problem(withID: id) == nil ? id : nil, status: .rejected,
+    /// A payment that could not be read (or is not acceptable): a
+    /// `rejected` receipt with the reason, and a log line.
+    @discardableResult
+    func reject(_ id: String?, _ reason: String) -> IngestResult {
+        defer { outbox.notify() }
+        log.warning("rejected", ["id": id ?? "-", "reason": reason])
+        let receipt = Receipt(id: id.flatMap { Payment.problem(withID: $0) == nil ? $0 : nil }, status: .rejected,
                               ts: SystemClock.nowMs() / 1000, reason: reason)
         recordReceipt(receipt)
         return .rejected(reason: reason)

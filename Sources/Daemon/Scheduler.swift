@@ -6,7 +6,7 @@ import Synchronization
 /// A request from a technician that goes through the speaker between
 /// announcements, with a way to wait for it.
 final class UserJob: @unchecked Sendable {
-    enum Kind { case replay(Payment), test }
+    enum Kind { case replay(Payment), test, prompt(Prompt), summary }
     let kind: Kind
     private let done = Condition()
     private var result: Result<Int, AudioError>?   // guarded by done
@@ -171,6 +171,7 @@ final class Scheduler: @unchecked Sendable {
 
     private func finished(_ id: String, _ state: PaymentState, reason: String? = nil) {
         status.withLock { $0.lastID = id }
+        ingest.outbox.notify()
         if let reason {
             log.warning(state.rawValue, ["id": id, "reason": reason])
         } else {
@@ -198,6 +199,17 @@ final class Scheduler: @unchecked Sendable {
         case .replay(let p):
             log.info("replaying", ["id": p.id])
             job.complete(speak(p, config: config, payment: false).map { _ in 0 })
+        case .prompt(let p):
+            let lang = config[.voiceLang]
+            let clips = (try? bank.load(lang))?.grammar.clips(for: p) ?? []
+            job.complete(play(clips, lang: lang, config: config, payment: false).map { _ in 0 })
+        case .summary:
+            let lang = config[.voiceLang]
+            let midnight = SystemClock.localMidnightMs()
+            let (count, total) = (try? store?.summary(since: midnight)) ?? nil ?? (0, 0)
+            let clips = (try? bank.load(lang))?.grammar.summary(count: count, total: Amount(minorUnits: total)) ?? []
+            log.info("summary", ["count": "\(count)"])
+            job.complete(play(clips, lang: lang, config: config, payment: false).map { _ in 0 })
         case .test:
             let lang = config[.voiceLang]
             let clips = ((try? bank.load(lang))?.grammar).map {

@@ -35,6 +35,19 @@ final class Settings: Sendable {
         Log.debugEnabled.store(current[.logLevel] == "debug", ordering: .relaxed)
     }
 
+    /// Why each of `changes` cannot be applied (unknown key, bad value, or a
+    /// key that only takes effect at start); empty when all can.
+    func problems(_ changes: [String: String]) -> [String: String] {
+        var out: [String: String] = [:]
+        var probe = current
+        for (k, v) in changes {
+            guard let key = ConfigKey.named(k) else { out[k] = "unknown key"; continue }
+            guard key.runtime else { out[k] = ConfigSetError.needsRestart(k).description; continue }
+            do { try probe.set(k, v) } catch { out[k] = error.description }
+        }
+        return out
+    }
+
     /// Validates and persists `changes` all-or-nothing, then applies them.
     /// Keys that only take effect at start are refused.
     func set(_ changes: [String: String]) throws(ConfigSetError) -> Config {

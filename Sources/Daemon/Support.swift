@@ -179,6 +179,15 @@ public enum SystemClock {
         return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
     }
 
+    /// Unix milliseconds of the last local midnight ("today" for the summary).
+    public static func localMidnightMs() -> Int64 {
+        var t = time(nil)
+        var tm = Glibc.tm()
+        localtime_r(&t, &tm)
+        tm.tm_hour = 0; tm.tm_min = 0; tm.tm_sec = 0
+        return Int64(mktime(&tm)) * 1000
+    }
+
     /// Monotonic seconds, for timeouts and uptime.
     public static func monotonic() -> Double {
         var ts = timespec()

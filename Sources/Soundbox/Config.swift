@@ -18,8 +18,12 @@ public struct Config: Sendable, Equatable {
     public func bool(_ key: ConfigKey) -> Bool { self[key] == "true" }
     public func amount(_ key: ConfigKey) -> Amount { try! Amount.parse(self[key], max: .wordsMax) }
 
-    /// Every key with its effective value, in `ConfigKey.all` order.
-    public var effective: [(key: ConfigKey, value: String)] { ConfigKey.all.map { ($0, self[$0]) } }
+    /// Every key with its effective value, in `ConfigKey.all` order;
+    /// secrets masked.
+    public var effective: [(key: ConfigKey, value: String)] { ConfigKey.all.map { ($0, shown($0)) } }
+
+    /// The value as it may be shown to people: a set secret is "********".
+    public func shown(_ key: ConfigKey) -> String { key.secret && !self[key].isEmpty ? "********" : self[key] }
 
     /// This config with `overlay` (remote config, `config set`) on top.
     /// Overlay entries that are no longer valid are skipped and returned.
@@ -88,16 +92,21 @@ public struct ConfigKey: Sendable, Hashable {
     public let defaultValue: String
     public let kind: Kind
     public let help: String
-    /// false for keys that only take effect at start (paths, sockets):
-    /// `config set` refuses them.
+    /// false for keys that only take effect at start (paths, sockets, the
+    /// broker): `config set` and remote config refuse them.
     public let runtime: Bool
+    /// Shown as "********" by `config get`, status and logs.
+    public let secret: Bool
 
-    public init(name: String, defaultValue: String, kind: Kind, runtime: Bool = true, help: String) {
-        self.name = name; self.defaultValue = defaultValue; self.kind = kind; self.runtime = runtime; self.help = help
+    public init(name: String, defaultValue: String, kind: Kind, runtime: Bool = true, secret: Bool = false, help: String) {
+        self.name = name; self.defaultValue = defaultValue; self.kind = kind; self.runtime = runtime
+        self.secret = secret; self.help = help
     }
 
     public enum Kind: Sendable, Hashable {
         case text
+        /// Text that may be empty: empty means "not set".
+        case optionalText
         case integer(ClosedRange<Int>)
         case choice([String])
         case amount
@@ -107,6 +116,8 @@ public struct ConfigKey: Sendable, Hashable {
             switch self {
             case .text:
                 return value.isEmpty ? "a non-empty value" : nil
+            case .optionalText:
+                return nil
             case .integer(let range):
                 guard let n = Int(value), range.contains(n) else {
                     return "an integer \(range.lowerBound)-\(range.upperBound)"
@@ -153,13 +164,40 @@ public struct ConfigKey: Sendable, Hashable {
                                                   help: "finished payments kept at most")
     public static let paymentMaxAmount = ConfigKey(name: "payment.max_amount", defaultValue: "99999999.99", kind: .amount,
                                                    help: "larger payments are rejected")
+    public static let deviceID = ConfigKey(name: "device.id", defaultValue: "", kind: .optionalText, runtime: false,
+                                           help: "MQTT client id and topic segment; empty = the hostname")
+    public static let mqttEnabled = ConfigKey(name: "mqtt.enabled", defaultValue: "true", kind: .choice(["true", "false"]), runtime: false,
+                                              help: "false: no broker connection (payments only through soundboxctl say)")
+    public static let mqttHost = ConfigKey(name: "mqtt.host", defaultValue: "localhost", kind: .text, runtime: false,
+                                           help: "broker host name (checked against its TLS certificate)")
+    public static let mqttPort = ConfigKey(name: "mqtt.port", defaultValue: "0", kind: .integer(0...65535), runtime: false,
+                                           help: "broker port; 0 = 1883, or 8883 with TLS")
+    public static let mqttPrefix = ConfigKey(name: "mqtt.prefix", defaultValue: "soundbox/v1", kind: .text, runtime: false,
+                                             help: "topic prefix: PREFIX/DEVICE/payment ...")
+    public static let mqttKeepalive = ConfigKey(name: "mqtt.keepalive", defaultValue: "30", kind: .integer(5...3600), runtime: false,
+                                                help: "seconds between keep-alive pings; a silent link is noticed after 1.5 times this")
+    public static let mqttTLSCA = ConfigKey(name: "mqtt.tls.ca", defaultValue: "", kind: .optionalText, runtime: false,
+                                            help: "CA file; set = TLS 1.2+ with hostname verification (there is no insecure mode)")
+    public static let mqttTLSCert = ConfigKey(name: "mqtt.tls.cert", defaultValue: "", kind: .optionalText, runtime: false,
+                                              help: "client certificate file (with mqtt.tls.key)")
+    public static let mqttTLSKey = ConfigKey(name: "mqtt.tls.key", defaultValue: "", kind: .optionalText, runtime: false,
+                                             help: "client private key file")
+    public static let mqttUsername = ConfigKey(name: "mqtt.username", defaultValue: "", kind: .optionalText, runtime: false,
+                                               help: "broker user name, optional")
+    public static let mqttPassword = ConfigKey(name: "mqtt.password", defaultValue: "", kind: .optionalText, runtime: false, secret: true,
+                                               help: "broker password, optional; never shown or logged")
+    public static let mqttReconnectMax = ConfigKey(name: "mqtt.reconnect_max_s", defaultValue: "60", kind: .integer(2...3600), runtime: false,
+                                                   help: "longest wait between reconnect attempts (exponential from 1 s, with jitter)")
+    public static let mqttLinkPrompts = ConfigKey(name: "mqtt.link_prompts", defaultValue: "true", kind: .choice(["true", "false"]),
+                                                  help: "speak 网络已断开 / 网络已连接 when the broker link goes down or comes back")
     public static let logLevel = ConfigKey(name: "log.level", defaultValue: "info", kind: .choice(["info", "debug"]),
                                            help: "debug adds amounts and per-clip detail")
 
     public static let all: [ConfigKey] = [
         stateDir, controlSocket, controlGroup, voiceDir, voiceLang, audioOutput, audioDevice, audioWavFile,
         audioNullRealtime, audioVolume, audioMute, queueStaleAfter, queueRetentionDays, queueHistoryMax,
-        paymentMaxAmount, logLevel,
+        paymentMaxAmount, deviceID, mqttEnabled, mqttHost, mqttPort, mqttPrefix, mqttKeepalive, mqttTLSCA, mqttTLSCert,
+        mqttTLSKey, mqttUsername, mqttPassword, mqttReconnectMax, mqttLinkPrompts, logLevel,
     ]
 
     public static func named(_ name: String) -> ConfigKey? { all.first { $0.name == name } }

@@ -216,6 +216,13 @@ public final class Store: Sendable {
         }
     }
 
+    /// How many receipts wait for the broker.
+    public func outboxCount() throws(StoreError) -> Int {
+        try locked { c throws(StoreError) in
+            try c.rows("SELECT count(*) FROM outbox") { Int($0.int64(0)) }[0]
+        }
+    }
+
     /// Forgets receipts the broker has taken (PUBACK). Unknown numbers are ignored.
     public func deleteOutbox(_ n: [Int64]) throws(StoreError) {
         guard !n.isEmpty else { return }

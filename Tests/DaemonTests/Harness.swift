@@ -45,12 +45,23 @@ final class Daemon {
         var settings = [
             "state.dir": dir + "/state", "control.socket": dir + "/control.sock",
             "voice.dir": Build.root + "/voices", "audio.output": "null", "audio.null_realtime": "false",
+            "mqtt.enabled": "false",
         ]
         settings.merge(config) { $1 }
-        try writeConfig(settings)
+        self.settings = settings
+        try writeConfig()
     }
 
-    func writeConfig(_ settings: [String: String]) throws {
+    /// The settings written to the daemon's config file.
+    private(set) var settings: [String: String]
+
+    /// Changes settings in the file (read at the next start or SIGHUP).
+    func reconfigure(_ changes: [String: String]) throws {
+        settings.merge(changes) { $1 }
+        try writeConfig()
+    }
+
+    private func writeConfig() throws {
         let text = settings.sorted { $0.key < $1.key }.map { "\($0.key) = \($0.value)" }.joined(separator: "\n") + "\n"
         try text.write(toFile: dir + "/soundbox.conf", atomically: true, encoding: .utf8)
     }
@@ -107,6 +118,18 @@ final class Daemon {
 
     func log(run: Int) -> String {
         (try? String(contentsOfFile: dir + "/daemon-\(run).log", encoding: .utf8)) ?? ""
+    }
+
+    /// Polls a request until `done` holds: waiting on the daemon's own
+    /// state through its socket (no event to await), bounded.
+    @discardableResult
+    func until(_ args: String..., tries: Int = 2000, _ done: (Reply) -> Bool) throws -> Reply {
+        for _ in 0..<tries {
+            let r = try request(args)
+            if done(r) { return r }
+            usleep(2000)
+        }
+        throw TestFailure("never reached: \(args)")
     }
 
     /// One request on a fresh connection.

@@ -4,17 +4,6 @@ import Soundbox
 import SoundboxStore
 
 @Suite struct LifecycleTests {
-    /// Polls a reply until `done` holds: waiting on the daemon's own state
-    /// through its socket, bounded.
-    func until(_ daemon: Daemon, _ args: String..., tries: Int = 2000, _ done: (Reply) -> Bool) throws -> Reply {
-        for _ in 0..<tries {
-            let r = try daemon.request(args)
-            if done(r) { return r }
-            usleep(2000)
-        }
-        throw TestFailure("never reached: \(args)")
-    }
-
     /// SIGTERM while speaking: exits 0 within 2 s; the interrupted payment
     /// is spoken again at the next start and ends `played`.
     @Test func sigtermStopsQuicklyAndKeepsTheEntryBeingSpoken() throws {
@@ -22,14 +11,13 @@ import SoundboxStore
         let daemon = try Daemon(dir: scratch.path, config: ["audio.null_realtime": "true"])
         try daemon.start()
         #expect(try daemon.request("say", "99999999.99", "--id", "LONG")["status"] == "queued")
-        _ = try until(daemon, "status") { $0["state"] == "speaking" }
+        _ = try daemon.until("status") { $0["state"] == "speaking" }
         let (status, seconds) = daemon.stop()
         #expect(status == 0)
         #expect(seconds < 2)
         #expect(try Store(path: daemon.database).entry(id: "LONG")?.state == .playing)
 
-        try daemon.writeConfig(["state.dir": daemon.dir + "/state", "control.socket": daemon.socket,
-                                "voice.dir": Build.root + "/voices", "audio.output": "null", "audio.null_realtime": "false"])
+        try daemon.reconfigure(["audio.null_realtime": "false"])
         try daemon.start()
         #expect(try daemon.request("idle", "30").ack == nil)
         _ = daemon.stop()
@@ -82,13 +70,12 @@ import SoundboxStore
         let daemon = try Daemon(dir: scratch.path, config: ["audio.volume": "3"])
         let p = try daemon.start()
         #expect(try daemon.request("status")["volume"] == "3")
-        try daemon.writeConfig(["state.dir": daemon.dir + "/state", "control.socket": daemon.socket,
-                                "voice.dir": Build.root + "/voices", "audio.output": "null", "audio.volume": "9"])
+        try daemon.reconfigure(["audio.volume": "9"])
         kill(p.processIdentifier, SIGHUP)
-        _ = try until(daemon, "status") { $0["volume"] == "9" }
+        _ = try daemon.until("status") { $0["volume"] == "9" }
         try "audio.volume = loud\n".write(toFile: daemon.dir + "/soundbox.conf", atomically: true, encoding: .utf8)
         kill(p.processIdentifier, SIGHUP)
-        _ = try until(daemon, "status") { _ in daemon.log(run: 1).contains("reload_failed") }
+        _ = try daemon.until("status") { _ in daemon.log(run: 1).contains("reload_failed") }
         #expect(try daemon.request("status")["volume"] == "9")
         #expect(daemon.stop().0 == 0)
     }
@@ -174,7 +161,7 @@ import SoundboxStore
         try daemon.start(extraEnv: ["SOUNDBOX_TEST_CLOCK": clock])
         _ = try daemon.request("say", "11.11", "--id", "FIRST")         // ~3 s of speech
         _ = try daemon.request("say", "1", "--id", "SECOND")            // waits its turn, > 1 s
-        _ = try until(daemon, "status") { $0["state"] == "speaking" }
+        _ = try daemon.until("status") { $0["state"] == "speaking" }
         _ = try daemon.request("config", "set", "audio.null_realtime", "false")
         #expect(try daemon.request("idle", "60").ack == nil)
         _ = daemon.stop()

@@ -1,0 +1,76 @@
+/// The backend's config and cmd messages (DESIGN §2), parsed: pure, so
+/// every malformed shape is tested without a broker.
+public enum RemoteConfig {
+    /// A partial config object as `key → value` text. Keys may be dotted
+    /// ({"audio.volume": 8}) or nested ({"audio": {"volume": 8}}); values are
+    /// strings, numbers (their exact text) or booleans. Validation of keys
+    /// and values is the settings' job.
+    public static func changes(_ bytes: [UInt8]) -> Result<[String: String], RemoteMessageError> {
+        guard bytes.count <= PaymentMessage.maxBytes else { return .failure(.init("config is \(bytes.count) bytes, more than \(PaymentMessage.maxBytes)")) }
+        let value: JSONValue
+        do { value = try JSONValue.parse(bytes, maxDepth: 4) } catch { return .failure(.init("not valid JSON: \(error)")) }
+        guard case .object(let members) = value else { return .failure(.init("config must be a JSON object")) }
+        var out: [String: String] = [:]
+        func walk(_ members: [(String, JSONValue)], _ prefix: String) -> RemoteMessageError? {
+            for (k, v) in members {
+                let key = prefix.isEmpty ? k : prefix + "." + k
+                switch v {
+                case .object(let inner): if let e = walk(inner, key) { return e }
+                case .string(let s): out[key] = s
+                case .number(let n): out[key] = n
+                case .bool(let b): out[key] = b ? "true" : "false"
+                case .array, .null: return .init("\(key) must be a string, a number or a boolean, not \(v.kindDescription)")
+                }
+            }
+            return nil
+        }
+        if let e = walk(members, "") { return .failure(e) }
+        return .success(out)
+    }
+}
+
+/// A command on the cmd topic: {"cmd": "replay"|"say"|"summary"|"test", ...}.
+public enum RemoteCommand: Sendable, Equatable {
+    /// Speak a payment again: the one named, else the last one.
+    case replay(id: String?)
+    /// Announce a payment sent as a command (same fields as a payment).
+    case say(Payment)
+    /// Speak today's count and total.
+    case summary
+    /// Speak the test prompt and a sample amount.
+    case test
+
+    public static func parse(_ bytes: [UInt8], maxAmount: Amount, now: Int64) -> Result<RemoteCommand, RemoteMessageError> {
+        guard bytes.count <= PaymentMessage.maxBytes else { return .failure(.init("cmd is \(bytes.count) bytes, more than \(PaymentMessage.maxBytes)")) }
+        let value: JSONValue
+        do { value = try JSONValue.parse(bytes) } catch { return .failure(.init("not valid JSON: \(error)")) }
+        guard case .string(let name)? = value["cmd"] else { return .failure(.init("cmd must be a string naming the command")) }
+        switch name {
+        case "replay":
+            switch value["id"] {
+            case nil, .null?: return .success(.replay(id: nil))
+            case .string(let id)?: return .success(.replay(id: id))
+            case let other?: return .failure(.init("id must be a string, not \(other.kindDescription)"))
+            }
+        case "say":
+            // A payment without an id gets one, so it can be deduplicated and receipted.
+            var v = value
+            if value["id"] == nil, case .object(var members) = value {
+                members.append(("id", .string("cmd-\(now)")))
+                v = .object(members)
+            }
+            switch PaymentMessage.parse(v, maxAmount: maxAmount) {
+            case .success(let p): return .success(.say(p))
+            case .failure(let r): return .failure(.init(r.reason))
+            }
+        case "summary": return .success(.summary)
+        case "test": return .success(.test)
+        default: return .failure(.init("unknown cmd '\(name)'; known: replay, say, summary, test"))
+        }
+    }
+}
+
+public struct RemoteMessageError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let description: String
+    public init(_ d: String) { description = d }
+}

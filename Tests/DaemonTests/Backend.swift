@@ -1,0 +1,104 @@
+import Foundation
+import MQTTBridge
+
+/// The bank's backend, played by the test over a real MQTT connection:
+/// publishes payments, config and commands; collects receipts, status and
+/// config/applied; lets a test wait for a condition on what arrived.
+final class Backend: MQTTClientDelegate, @unchecked Sendable {
+    let topics: Topics
+    private var client: MQTTClient?
+    private let cond = NSCondition()
+    private var connected = false
+    private var _receipts: [[String: Any]] = []
+    /// Receipt statuses by payment id, and counts by status: kept as they
+    /// arrive so that waiting on 10,000 receipts stays linear.
+    private var _byID: [String: [String]] = [:]
+    private var _byStatus: [String: Int] = [:]
+    private var _status: [String: Any]?
+    private var _applied: [[String: Any]] = []
+    private var _messages: [(topic: String, payload: String)] = []
+
+    init(port: Int, device: String, prefix: String = "soundbox/v1", tls: MQTTClient.Options.TLS? = nil,
+         host: String = "127.0.0.1") throws {
+        topics = Topics(prefix: prefix, device: device)
+        var o = MQTTClient.Options(clientID: "backend-\(UUID().uuidString.prefix(8))", host: host, port: port)
+        o.tls = tls
+        o.keepalive = 10
+        let c = try MQTTClient(o, delegate: self)
+        client = c
+        try c.start()
+        guard waitUntil(timeout: 10, { self.connected }) else { throw BackendError("backend could not connect to port \(port)") }
+    }
+
+    deinit { client?.stop() }
+
+    struct BackendError: Error, CustomStringConvertible { let description: String; init(_ d: String) { description = d } }
+
+    func mqttConnected(rc: Int32) {
+        guard rc == 0 else { return }
+        for t in [topics.receipt, topics.status, topics.configApplied] { try? client?.subscribe(t, qos: 1) }
+        // A subscription is only live once SUBACK arrives; a ping through
+        // our own topic proves it (published after the SUBSCRIBEs, in order).
+        try? client?.subscribe("test/ping/#", qos: 1)
+        try? client?.publish("test/ping/\(topics.receipt)", "ping")
+    }
+    func mqttDisconnected(rc: Int32) { cond.lock(); connected = false; cond.unlock() }
+    func mqttPublished(mid: Int32) {}
+    func mqttMessage(topic: String, payload: [UInt8], retained: Bool) {
+        let text = String(decoding: payload, as: UTF8.self)
+        cond.lock()
+        defer { cond.broadcast(); cond.unlock() }
+        _messages.append((topic, text))
+        if topic.hasPrefix("test/ping/") { connected = true; return }
+        let json = (try? JSONSerialization.jsonObject(with: Data(payload))) as? [String: Any]
+        switch topic {
+        case topics.receipt:
+            if let json {
+                _receipts.append(json)
+                let status = json["status"] as? String ?? "?"
+                if let id = json["id"] as? String { _byID[id, default: []].append(status) }
+                _byStatus[status, default: 0] += 1
+            }
+        case topics.status: _status = json
+        case topics.configApplied: if let json { _applied.append(json) }
+        default: break
+        }
+    }
+
+    func publish(_ topic: String, _ payload: String, retain: Bool = false) throws {
+        try client!.publish(topic, payload, qos: 1, retain: retain)
+    }
+    func pay(_ json: String) throws { try publish(topics.payment, json) }
+    func pay(id: String, amount: String) throws { try pay(#"{"id":"\#(id)","amount":"\#(amount)"}"#) }
+
+    var receipts: [[String: Any]] { cond.lock(); defer { cond.unlock() }; return _receipts }
+    var status: [String: Any]? { cond.lock(); defer { cond.unlock() }; return _status }
+    var applied: [[String: Any]] { cond.lock(); defer { cond.unlock() }; return _applied }
+    func receipts(for id: String) -> [String] { cond.lock(); defer { cond.unlock() }; return _byID[id] ?? [] }
+    func count(_ status: String) -> Int { cond.lock(); defer { cond.unlock() }; return _byStatus[status] ?? 0 }
+
+    /// Waits (on arrivals, not on a clock) until `done` holds; false on timeout.
+    @discardableResult
+    func waitUntil(timeout: Double, _ done: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        cond.lock()
+        defer { cond.unlock() }
+        while true {
+            cond.unlock()
+            let ok = done()
+            cond.lock()
+            if ok { return true }
+            if !cond.wait(until: deadline) { cond.unlock(); let ok = done(); cond.lock(); return ok }
+        }
+    }
+
+    /// Waits until every id has a receipt with one of `statuses`.
+    @discardableResult
+    func waitForReceipts(_ ids: [String], _ statuses: Set<String>, timeout: Double = 60) -> Bool {
+        var pending = ids[...]
+        return waitUntil(timeout: timeout) {
+            while let id = pending.first, self.receipts(for: id).contains(where: statuses.contains) { pending = pending.dropFirst() }
+            return pending.isEmpty
+        }
+    }
+}

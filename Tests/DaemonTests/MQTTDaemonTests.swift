@@ -1,0 +1,217 @@
+import Foundation
+import Testing
+import MQTTBridge
+import Soundbox
+import SoundboxStore
+
+/// A broker, a backend client and soundboxd connected to the broker.
+final class Link {
+    let scratch = Scratch()
+    let broker: Broker
+    let daemon: Daemon
+    let backend: Backend
+    let device: String
+
+    init(device: String = "shop-1", config: [String: String] = [:], port: ((Broker) throws -> Int)? = nil) throws {
+        self.device = device
+        broker = try Broker(dir: scratch.path + "/broker")
+        let daemonPort = try port?(broker) ?? broker.port
+        daemon = try Daemon(dir: scratch.path, config: [
+            "mqtt.enabled": "true", "mqtt.host": "127.0.0.1", "mqtt.port": "\(daemonPort)", "device.id": device,
+            "mqtt.keepalive": "5", "mqtt.reconnect_max_s": "2", "mqtt.link_prompts": "false",
+        ].merging(config) { $1 })
+        backend = try Backend(port: broker.port, device: device)
+    }
+
+    /// Starts the daemon and waits until the backend sees it online (its
+    /// subscriptions precede its status on the same connection).
+    func start(failpoint: String? = nil) throws {
+        try daemon.start(failpoint: failpoint)
+        #expect(backend.waitUntil(timeout: 20) { self.backend.status?["online"] as? Bool == true })
+    }
+
+    func entries() throws -> [Entry] { try Store(path: daemon.database).history(limit: 1_000_000) }
+}
+
+@Suite struct MQTTDaemonTests {
+    /// Hundreds of payments with duplicates interleaved: each id played
+    /// once, each duplicate answered `duplicate`, receipts for all.
+    @Test func paymentsInReceiptsOut() throws {
+        let link = try Link()
+        try link.start()
+        let ids = (1...300).map { "P\($0)" }
+        var duplicates: [String] = []
+        for (i, id) in ids.enumerated() {
+            try link.backend.pay(id: id, amount: "\(i + 1).\(i % 100 < 10 ? "0" : "")\(i % 100)")
+            if i % 7 == 6 { try link.backend.pay(id: ids[i - 3], amount: "1"); duplicates.append(ids[i - 3]) }
+        }
+        #expect(link.backend.waitForReceipts(ids, ["played"], timeout: 60))
+        #expect(link.backend.waitUntil(timeout: 20) {
+            duplicates.allSatisfy { link.backend.receipts(for: $0).contains("duplicate") }
+        })
+        for id in ids {
+            let r = link.backend.receipts(for: id)
+            #expect(r.filter { $0 == "played" }.count == 1 && r.contains("queued"), "\(id): \(r)")
+        }
+        // Every receipt acknowledged by the broker and deleted from the outbox.
+        #expect(try link.daemon.until("status") { $0["receipts_pending"] == "0" }["receipts_pending"] == "0")
+        _ = link.daemon.stop()
+        let entries = try link.entries()
+        #expect(entries.count == 300)
+        #expect(entries.allSatisfy { $0.state == .played && $0.plays == 1 })
+        #expect(try Store(path: link.daemon.database).outbox(limit: 10).isEmpty)
+    }
+
+    /// The PUBACK leaves only after on_message made the payment durable: a
+    /// crash inside on_message loses nothing, the broker redelivers.
+    @Test func crashInsideOnMessageLosesNothing() throws {
+        let link = try Link()
+        try link.start(failpoint: "in_on_message")
+        try link.backend.pay(id: "K1", amount: "8.88")
+        #expect(link.daemon.waitExit() == 9)   // SIGKILL inside on_message
+        #expect(try link.entries().isEmpty)
+        try link.start()
+        #expect(link.backend.waitForReceipts(["K1"], ["played"]))
+        _ = link.daemon.stop()
+        #expect(try link.entries().map(\.payment.id) == ["K1"])
+    }
+
+    /// Payments published while the daemon is down are played once it is up.
+    @Test func offlinePaymentsArriveAfterStart() throws {
+        let link = try Link()
+        try link.start()
+        _ = link.daemon.stop()
+        let ids = (1...25).map { "O\($0)" }
+        for id in ids { try link.backend.pay(id: id, amount: "3") }
+        try link.start()
+        #expect(link.backend.waitForReceipts(ids, ["played"]))
+        _ = link.daemon.stop()
+        #expect(try link.entries().count == 25)
+    }
+
+    /// The will: a device that vanishes is shown offline.
+    @Test func willSaysOfflineWhenTheDaemonDies() throws {
+        let link = try Link()
+        try link.start()
+        link.daemon.kill9()
+        #expect(link.backend.waitUntil(timeout: 20) { link.backend.status?["online"] as? Bool == false })
+    }
+
+    /// Bad payloads: a `rejected` receipt with a reason each; the good
+    /// payments around them are played; the daemon keeps running.
+    @Test func hostilePayloadsAreRejectedAndTheQueueFlows() throws {
+        let link = try Link()
+        try link.start()
+        var rng = SplitMix(seed: 42)
+        let good = (1...40).map { "G\($0)" }
+        var hostileCount = 0
+        var g = 0
+        for i in 0..<10_000 {
+            if i % 250 == 0 && g < good.count { try link.backend.pay(id: good[g], amount: "12.34"); g += 1 }
+            try link.backend.pay(Hostile.payload(i, &rng))
+            hostileCount += 1
+        }
+        while g < good.count { try link.backend.pay(id: good[g], amount: "12.34"); g += 1 }
+        #expect(link.backend.waitForReceipts(good, ["played"], timeout: 120))
+        #expect(link.backend.waitUntil(timeout: 120) { link.backend.count("rejected") >= hostileCount })
+        let rejected = link.backend.receipts.filter { $0["status"] as? String == "rejected" }
+        #expect(rejected.count == hostileCount)
+        #expect(rejected.allSatisfy { ($0["reason"] as? String)?.isEmpty == false })
+        #expect(try link.daemon.request("status")["faults"] == "none")
+        #expect(link.daemon.stop().0 == 0)
+    }
+
+    /// Remote config: all-or-nothing, persisted, answered; the same again is a no-op.
+    @Test func remoteConfig() throws {
+        let link = try Link()
+        try link.start()
+        let topic = link.backend.topics.config
+        try link.backend.publish(topic, #"{"audio": {"volume": 9}, "queue.stale_after_s": 120}"#, retain: true)
+        #expect(link.backend.waitUntil(timeout: 20) { link.backend.applied.count == 1 })
+        let ok = try #require(link.backend.applied.first)
+        #expect(ok["ok"] as? Bool == true)
+        #expect((ok["config"] as? [String: Any])?["audio.volume"] as? String == "9")
+        #expect(link.backend.waitUntil(timeout: 20) { link.backend.status?["volume"] as? Int == 9 })
+
+        // The same config again (here: a restart redelivers the retained one) changes nothing.
+        _ = link.daemon.stop()
+        try link.start()
+        try link.backend.pay(id: "SYNC", amount: "1")
+        #expect(link.backend.waitForReceipts(["SYNC"], ["played"]))
+        #expect(link.backend.applied.count == 1)
+        #expect(link.daemon.log(run: 2).contains("config_unchanged"))
+
+        try link.backend.publish(topic, #"{"audio.volume": 11, "state.dir": "/x", "audio.mute": true}"#, retain: true)
+        #expect(link.backend.waitUntil(timeout: 20) { link.backend.applied.count == 2 })
+        let bad = link.backend.applied[1]
+        #expect(bad["ok"] as? Bool == false)
+        let rejected = try #require(bad["rejected"] as? [String: String])
+        #expect(rejected.keys.sorted() == ["audio.volume", "state.dir"])
+        #expect(rejected["audio.volume"]?.contains("expected an integer 0-10") == true)
+        #expect(try link.daemon.request("config", "get", "audio.mute")["audio.mute"] == "false", "all or nothing")
+        #expect(try link.daemon.request("status")["volume"] == "9")
+    }
+
+    /// cmd: say, replay, summary, test; a bad cmd is logged and ignored.
+    @Test func commands() throws {
+        let link = try Link()
+        try link.start()
+        let cmd = link.backend.topics.cmd
+        try link.backend.publish(cmd, #"{"cmd": "say", "amount": "66.60", "id": "CMD1"}"#)
+        #expect(link.backend.waitForReceipts(["CMD1"], ["played"]))
+        for c in [#"{"cmd": "replay"}"#, #"{"cmd": "summary"}"#, #"{"cmd": "test"}"#, #"{"cmd": "dance"}"#, "[1,2"] {
+            try link.backend.publish(cmd, c)
+        }
+        try link.backend.pay(id: "AFTER", amount: "1")   // commands are handled in order, before this
+        #expect(link.backend.waitForReceipts(["AFTER"], ["played"]))
+        try link.daemon.until("status") { _ in link.daemon.log(run: 1).contains("queue: summary") }
+        #expect(try link.daemon.request("idle", "30").ack == nil)
+        let log = LogEvents(link.daemon.log(run: 1))
+        #expect(log.ids("replaying") == ["CMD1"])
+        #expect(log.events.contains { $0.event == "summary" && ["1", "2"].contains($0.fields["count"]) })
+        #expect(log.events.filter { $0.event == "cmd_rejected" }.count == 2)
+        #expect(link.daemon.stop().0 == 0)
+    }
+}
+
+/// Deterministic generator of malformed payment payloads.
+struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
+}
+
+enum Hostile {
+    static let valid = Array(#"{"id":"H","amount":"12.34","channel":"alipay","ts":1764415000}"#.utf8)
+
+    static func payload(_ i: Int, _ rng: inout SplitMix) -> String {
+        let id = "X\(i)"
+        switch i % 12 {
+        case 0: return String(repeating: "[", count: 2000) + String(repeating: "]", count: 2000)
+        case 1: return #"{"id":"\#(id)","amount":1e308}"#
+        case 2: return #"{"id":"\#(id)","amount":"NaN"}"#
+        case 3: return #"{"id":"\#(id)","amount":-5}"#
+        case 4: return #"{"amount":"5.00"}"#
+        case 5: return #"{"id":"\#(id)","amount":"5","x":""# + String(repeating: "a", count: 5000) + #""}"#
+        case 6: return #"{"id":"\#(id)","amount":["5"]}"#
+        case 7: return #"{"id":"\#(id)","amount":"0.001"}"#
+        case 8: return #"{"id":\#(i),"amount":"5"}"#
+        case 9: return #"{"id":"\#(id)","amount":"5","ts":"yesterday"}"#
+        case 10: return #"{"id":"\#(id)","amount":"100000000"}"#
+        default:
+            // A valid payload with random bytes flipped or cut short: a
+            // mutation that happens to stay valid is replaced by a sure reject.
+            var b = valid
+            for _ in 0..<(1 + rng.below(4)) { b[rng.below(b.count)] = UInt8(rng.below(256)) }
+            let s = String(decoding: b.prefix(1 + rng.below(b.count)), as: UTF8.self)
+            return s.hasSuffix("}") ? s + "}" : s
+        }
+    }
+}
