@@ -2,6 +2,7 @@ import Glibc
 import Soundbox
 import SoundboxAudio
 import SoundboxStore
+import Synchronization
 
 /// The running daemon's parts, as the control commands see them.
 struct Context: Sendable {
@@ -15,6 +16,8 @@ struct Context: Sendable {
     let voiceOK: Bool
     let started: Double
     let environment: [String: String]
+    /// The broker link's state, kept by the uplink.
+    let link: LinkMonitor
 
     /// Something the backend sees changed (settings, volume).
     func changed() { ingest.outbox.notify() }
@@ -302,4 +305,17 @@ struct StatusReport {
         if uptime { f.append(#""uptime_s":\#(self.uptime)"#) }
         return "{" + f.joined(separator: ",") + "}"
     }
+}
+
+/// The broker link's state, shared by the uplink (writer) and status/doctor.
+final class LinkMonitor: Sendable {
+    private let state = Mutex(LinkStatus())
+    func withLock<T>(_ body: (inout LinkStatus) -> T) -> T { state.withLock { body(&$0) } }
+}
+
+struct LinkStatus: Sendable {
+    var enabled = false
+    var connected = false
+    var endpoint = ""
+    var lastError: String?
 }

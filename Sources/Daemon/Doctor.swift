@@ -23,6 +23,16 @@ enum Doctor {
         check("voice", c.voiceOK ? "ok" : "fail", c.voiceReport,
               "run `soundboxctl voice check \(config[.voiceDir])/\(config[.voiceLang])`; reinstall the voice pack")
 
+        let link = c.link.withLock { $0 }
+        if !link.enabled {
+            check("broker", "ok", "MQTT off (mqtt.enabled = false)")
+        } else if link.connected {
+            check("broker", "ok", "connected to \(link.endpoint) as \(config[.deviceID].isEmpty ? "the hostname" : config[.deviceID])")
+        } else {
+            check("broker", "fail", "not connected to \(link.endpoint): \(link.lastError ?? "connecting")",
+                  "check the network and mqtt.host/mqtt.port; with TLS, that mqtt.tls.ca signed the broker's certificate and that the certificate names mqtt.host; payments queued by the broker arrive once connected")
+        }
+
         let storageFault = c.backlog.state.withLock { $0.storageFault }
         let dbPath = config[.stateDir] + "/soundbox.db"
         if let store = c.store {

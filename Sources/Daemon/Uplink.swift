@@ -57,6 +57,7 @@ final class Uplink: MQTTClientDelegate, @unchecked Sendable {
         }
         o.username = config[.mqttUsername].nonEmpty
         o.password = config[.mqttPassword].nonEmpty
+        context.link.withLock { $0.endpoint = "\(o.host):\(o.port == 0 ? (o.tls == nil ? 1883 : 8883) : o.port)"; $0.enabled = true }
         let c = try MQTTClient(o, delegate: self)
         client = c
         log.info("connecting", ["host": o.host, "port": "\(o.port)", "client_id": device, "tls": o.tls == nil ? "off" : "on"])
@@ -78,6 +79,7 @@ final class Uplink: MQTTClientDelegate, @unchecked Sendable {
     func mqttConnected(rc: Int32) {
         guard rc == 0 else {
             log.error("connect_refused", ["rc": "\(rc)"])
+            context.link.withLock { $0.lastError = "the broker refused the connection (CONNACK \(rc): " + (rc == 5 ? "not authorised" : rc == 4 ? "bad user name or password" : "refused") + ")" }
             return
         }
         let wasConnected = state.withLock { s -> Bool in
@@ -92,6 +94,7 @@ final class Uplink: MQTTClientDelegate, @unchecked Sendable {
             log.error("subscribe_failed", ["error": error.description])
         }
         log.info("connected", ["payment_topic": topics.payment])
+        context.link.withLock { $0.connected = true; $0.lastError = nil }
         if wasConnected { prompt(.networkConnected) }
         events.notify()
     }
@@ -104,6 +107,7 @@ final class Uplink: MQTTClientDelegate, @unchecked Sendable {
             return r
         }
         if !returned.isEmpty { context.backlog.state.withLock { $0.receipts.insert(contentsOf: returned, at: 0) } }
+        context.link.withLock { $0.connected = false; $0.lastError = $0.lastError ?? "disconnected (rc \(rc))" }
         guard !stopping.load(ordering: .relaxed) else { return }
         log.warning("disconnected", ["rc": "\(rc)"])
         prompt(.networkDisconnected)
@@ -116,6 +120,11 @@ final class Uplink: MQTTClientDelegate, @unchecked Sendable {
         case topics.cmd: command(payload)
         default: log.warning("unexpected_topic", ["topic": topic])
         }
+    }
+
+    func mqttLibraryLog(_ message: String) {
+        log.warning("library", ["message": message])
+        context.link.withLock { $0.lastError = message }
     }
 
     func mqttPublished(mid: Int32) {

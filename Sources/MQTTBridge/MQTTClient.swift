@@ -26,6 +26,13 @@ public protocol MQTTClientDelegate: AnyObject, Sendable {
     func mqttMessage(topic: String, payload: [UInt8], retained: Bool)
     /// The broker acknowledged our QoS 1 publish `mid`.
     func mqttPublished(mid: Int32)
+    /// libmosquitto's own warnings and errors (TLS failures, refused
+    /// connections): what a technician needs to see.
+    func mqttLibraryLog(_ message: String)
+}
+
+extension MQTTClientDelegate {
+    public func mqttLibraryLog(_ message: String) {}
 }
 
 /// One libmosquitto client handle, run by libmosquitto's own thread
@@ -112,6 +119,10 @@ public final class MQTTClient: @unchecked Sendable {
         }
         mosquitto_publish_callback_set(h) { _, ctx, mid in
             MQTTClient.from(ctx)?.delegateRef?.mqttPublished(mid: mid)
+        }
+        mosquitto_log_callback_set(h) { _, ctx, level, text in
+            guard level & (MOSQ_LOG_ERR | MOSQ_LOG_WARNING) != 0, let text else { return }
+            MQTTClient.from(ctx)?.delegateRef?.mqttLibraryLog(String(cString: text))
         }
     }
 

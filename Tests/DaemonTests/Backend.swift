@@ -18,12 +18,19 @@ final class Backend: MQTTClientDelegate, @unchecked Sendable {
     private var _applied: [[String: Any]] = []
     private var _messages: [(topic: String, payload: String)] = []
 
+    private let extraTopics: [String]
+    private let pingTopic: String
+
+    /// - Parameter subscribe: more topics to collect (`messages(on:)`).
     init(port: Int, device: String, prefix: String = "soundbox/v1", tls: MQTTClient.Options.TLS? = nil,
-         host: String = "127.0.0.1") throws {
+         host: String = "127.0.0.1", clientID: String? = nil, subscribe: [String] = []) throws {
         topics = Topics(prefix: prefix, device: device)
-        var o = MQTTClient.Options(clientID: "backend-\(UUID().uuidString.prefix(8))", host: host, port: port)
+        extraTopics = subscribe
+        pingTopic = topics.receipt + "/ping"   // inside the device's own topics, so ACLs allow it
+        var o = MQTTClient.Options(clientID: clientID ?? "backend-\(UUID().uuidString.prefix(8))", host: host, port: port)
         o.tls = tls
         o.keepalive = 10
+        o.reconnectMax = 2
         let c = try MQTTClient(o, delegate: self)
         client = c
         try c.start()
@@ -36,11 +43,11 @@ final class Backend: MQTTClientDelegate, @unchecked Sendable {
 
     func mqttConnected(rc: Int32) {
         guard rc == 0 else { return }
-        for t in [topics.receipt, topics.status, topics.configApplied] { try? client?.subscribe(t, qos: 1) }
+        for t in [topics.receipt, topics.status, topics.configApplied] + extraTopics { try? client?.subscribe(t, qos: 1) }
         // A subscription is only live once SUBACK arrives; a ping through
         // our own topic proves it (published after the SUBSCRIBEs, in order).
-        try? client?.subscribe("test/ping/#", qos: 1)
-        try? client?.publish("test/ping/\(topics.receipt)", "ping")
+        try? client?.subscribe(pingTopic, qos: 1)
+        try? client?.publish(pingTopic, "ping")
     }
     func mqttDisconnected(rc: Int32) { cond.lock(); connected = false; cond.unlock() }
     func mqttPublished(mid: Int32) {}
@@ -49,7 +56,7 @@ final class Backend: MQTTClientDelegate, @unchecked Sendable {
         cond.lock()
         defer { cond.broadcast(); cond.unlock() }
         _messages.append((topic, text))
-        if topic.hasPrefix("test/ping/") { connected = true; return }
+        if topic == pingTopic { connected = true; return }
         let json = (try? JSONSerialization.jsonObject(with: Data(payload))) as? [String: Any]
         switch topic {
         case topics.receipt:
@@ -74,6 +81,24 @@ final class Backend: MQTTClientDelegate, @unchecked Sendable {
     var receipts: [[String: Any]] { cond.lock(); defer { cond.unlock() }; return _receipts }
     var status: [String: Any]? { cond.lock(); defer { cond.unlock() }; return _status }
     var applied: [[String: Any]] { cond.lock(); defer { cond.unlock() }; return _applied }
+    func messages(on topic: String) -> [String] {
+        cond.lock(); defer { cond.unlock() }
+        return _messages.filter { $0.topic == topic }.map(\.payload)
+    }
+    var isConnected: Bool { cond.lock(); defer { cond.unlock() }; return connected }
+
+    /// Like a real backend: until every id has a `played` receipt, re-send
+    /// the payments that have no receipt at all, every `every` seconds.
+    @discardableResult
+    func payUntilPlayed(_ ids: [String], amount: String = "7.77", every: Double = 2, timeout: Double = 90) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            for id in ids where receipts(for: id).isEmpty { try? pay(id: id, amount: amount) }
+            if waitForReceipts(ids, ["played"], timeout: every) { return true }
+        }
+        return false
+    }
+
     func receipts(for id: String) -> [String] { cond.lock(); defer { cond.unlock() }; return _byID[id] ?? [] }
     func count(_ status: String) -> Int { cond.lock(); defer { cond.unlock() }; return _byStatus[status] ?? 0 }
 

@@ -12,7 +12,8 @@ final class Link {
     let backend: Backend
     let device: String
 
-    init(device: String = "shop-1", config: [String: String] = [:], port: ((Broker) throws -> Int)? = nil) throws {
+    /// - Parameter via: the port the daemon connects to (a proxy in front of the broker).
+    init(device: String = "shop-1", config: [String: String] = [:], via port: ((Broker) throws -> Int)? = nil) throws {
         self.device = device
         broker = try Broker(dir: scratch.path + "/broker")
         let daemonPort = try port?(broker) ?? broker.port
@@ -213,5 +214,126 @@ enum Hostile {
             let s = String(decoding: b.prefix(1 + rng.below(b.count)), as: UTF8.self)
             return s.hasSuffix("}") ? s + "}" : s
         }
+    }
+}
+
+/// Faults on the way: the broker dies, the link drops, stalls or is cut.
+@Suite struct MQTTFaultTests {
+    /// Broker SIGKILLed and restarted mid-stream: the backend re-sends what
+    /// it has no receipt for; every payment is played exactly once.
+    @Test func brokerKilledAndRestartedMidStream() throws {
+        let link = try Link()
+        try link.start()
+        let ids = (1...200).map { "B\($0)" }
+        for id in ids.prefix(100) { try link.backend.pay(id: id, amount: "2.22") }
+        link.broker.kill9()
+        try link.broker.restart()
+        #expect(link.backend.waitUntil(timeout: 30) { link.backend.isConnected })
+        for id in ids.dropFirst(100) { try? link.backend.pay(id: id, amount: "2.22") }
+        #expect(link.backend.payUntilPlayed(ids, amount: "2.22"))
+        #expect(link.daemon.log(run: 1).contains("mqtt: disconnected"))
+        _ = link.daemon.stop()
+        let entries = try link.entries()
+        #expect(entries.count == 200)
+        #expect(entries.allSatisfy { $0.state == .played && $0.plays == 1 })
+    }
+
+    /// Through a proxy that drops connections, cuts a packet in half and
+    /// goes silent (half-open: only keepalive notices): nothing is lost and
+    /// every receipt arrives.
+    @Test func droppedCutAndStalledLinks() throws {
+        var proxy: FaultProxy?
+        let link = try Link { broker in
+            let p = try FaultProxy(upstreamPort: broker.port)
+            proxy = p
+            return p.port
+        }
+        let faults = try #require(proxy)
+        try link.start()
+        let ids = (1...160).map { "F\($0)" }
+        func disconnects() -> Int { link.daemon.log(run: 1).components(separatedBy: "mqtt: disconnected").count - 1 }
+
+        for id in ids[0..<40] { try link.backend.pay(id: id, amount: "4.44") }
+        faults.dropAll()
+        for id in ids[40..<80] { try link.backend.pay(id: id, amount: "4.44") }
+        try link.daemon.until("status", tries: 10_000) { _ in disconnects() >= 1 }
+        faults.cutMidPacket()
+        for id in ids[80..<120] { try link.backend.pay(id: id, amount: "4.44") }
+        #expect(link.backend.waitForReceipts(Array(ids[0..<120]), ["played"], timeout: 60))
+
+        faults.stall(true)
+        let before = disconnects()
+        for id in ids[120..<160] { try link.backend.pay(id: id, amount: "4.44") }
+        // keepalive 5 s: a silent link is given up after 1.5 × 5 s.
+        try link.daemon.until("status", tries: 20_000) { _ in disconnects() > before }
+        faults.stall(false)
+        #expect(link.backend.waitForReceipts(ids, ["played"], timeout: 60))
+        #expect(try link.daemon.until("status") { $0["receipts_pending"] == "0" }["receipts_pending"] == "0")
+        _ = link.daemon.stop()
+        let entries = try link.entries()
+        #expect(entries.count == 160)
+        #expect(entries.allSatisfy { $0.state == .played && $0.plays == 1 })
+        #expect(faults.connectionsAccepted >= 3)
+    }
+}
+
+/// TLS with client certificates; each device may use only its own topics.
+@Suite struct MQTTTLSTests {
+    @Test func deviceWorksOverTLSAndCannotReadAnotherDevicesPayments() throws {
+        let scratch = Scratch()
+        let certs = try Certificates.make(in: scratch.path + "/certs", devices: ["shop-1", "shop-2"])
+        let acl = scratch.path + "/acl"
+        try "pattern readwrite soundbox/v1/%u/#\n".write(toFile: acl, atomically: true, encoding: .utf8)
+        let broker = try Broker(dir: scratch.path + "/broker",
+                                tls: TLSListener(caFile: certs.ca, certFile: certs.serverCert, keyFile: certs.serverKey, aclFile: acl))
+        let tlsPort = try #require(broker.tlsPort)
+        let shop1 = certs.client("shop-1"), shop2 = certs.client("shop-2")
+        let daemon = try Daemon(dir: scratch.path, config: [
+            "mqtt.enabled": "true", "mqtt.host": "localhost", "mqtt.port": "\(tlsPort)", "device.id": "shop-1",
+            "mqtt.tls.ca": certs.ca, "mqtt.tls.cert": shop1.cert, "mqtt.tls.key": shop1.key,
+            "mqtt.keepalive": "5", "mqtt.reconnect_max_s": "2",
+        ])
+        // The backend on the broker's plain (unrestricted) listener; shop-2 over TLS, trying to read shop-1.
+        let backend = try Backend(port: broker.port, device: "shop-1")
+        let spy = try Backend(port: tlsPort, device: "shop-2", tls: .init(ca: certs.ca, cert: shop2.cert, key: shop2.key),
+                              host: "localhost", clientID: "shop-2", subscribe: ["soundbox/v1/shop-1/payment", "soundbox/v1/shop-1/#"])
+        try daemon.start()
+        #expect(backend.waitUntil(timeout: 20) { backend.status?["online"] as? Bool == true })
+        try backend.pay(id: "TLS1", amount: "99.00")
+        #expect(backend.waitForReceipts(["TLS1"], ["played"]))
+        // Anything the broker would give shop-2 from shop-1's topics came
+        // before this message to shop-2's own topic.
+        try backend.publish("soundbox/v1/shop-2/receipt", #"{"sentinel":true}"#)
+        #expect(spy.waitUntil(timeout: 20) { !spy.receipts.isEmpty })
+        #expect(spy.messages(on: "soundbox/v1/shop-1/payment").isEmpty)
+        #expect(daemon.log(run: 1).contains("tls=on"))
+        #expect(daemon.stop().0 == 0)
+        #expect(!daemon.log(run: 1).contains(shop1.key), "no secret paths or keys in logs beyond the config")
+    }
+
+    /// No insecure mode: a broker whose certificate the CA did not sign is
+    /// refused, and the daemon keeps running, retrying.
+    @Test func untrustedBrokerIsRefused() throws {
+        let scratch = Scratch()
+        let certs = try Certificates.make(in: scratch.path + "/certs", devices: ["shop-1"])
+        let other = try Certificates.make(in: scratch.path + "/other", devices: ["shop-1"])
+        let broker = try Broker(dir: scratch.path + "/broker",
+                                tls: TLSListener(caFile: certs.ca, certFile: certs.serverCert, keyFile: certs.serverKey))
+        let shop1 = other.client("shop-1")
+        let daemon = try Daemon(dir: scratch.path, config: [
+            "mqtt.enabled": "true", "mqtt.host": "localhost", "mqtt.port": "\(try #require(broker.tlsPort))", "device.id": "shop-1",
+            "mqtt.tls.ca": other.ca, "mqtt.tls.cert": shop1.cert, "mqtt.tls.key": shop1.key, "mqtt.reconnect_max_s": "2",
+        ])
+        let backend = try Backend(port: broker.port, device: "shop-1")
+        try daemon.start()
+        try backend.pay(id: "NO", amount: "1")
+        try daemon.until("status", tries: 5000) { _ in daemon.log(run: 1).contains("certificate verify failed") }
+        #expect(backend.status == nil, "the device never came online")
+        #expect(try daemon.request("status")["queue_depth"] == "0")
+        let doctor = try daemon.request("doctor").pairs.records(startingWith: "check")
+        let brokerCheck = try #require(doctor.first { $0.first?.value == "broker" })
+        #expect(brokerCheck.first { $0.key == "status" }?.value == "fail")
+        #expect(brokerCheck.first { $0.key == "detail" }?.value.contains("certificate verify failed") == true)
+        #expect(daemon.stop().0 == 0)
     }
 }
