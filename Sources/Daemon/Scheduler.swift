@@ -200,6 +200,7 @@ final class Scheduler: @unchecked Sendable {
             log.info("replaying", ["id": p.id])
             job.complete(speak(p, config: config, payment: false).map { _ in 0 })
         case .prompt(let p):
+            log.info("prompt", ["name": p.rawValue])
             let lang = config[.voiceLang]
             let clips = (try? bank.load(lang))?.grammar.clips(for: p) ?? []
             job.complete(play(clips, lang: lang, config: config, payment: false).map { _ in 0 })

@@ -36,7 +36,8 @@ final class Uplink: MQTTClientDelegate, @unchecked Sendable {
         var lastSent: Int64 = 0
         var lastStatus = ""
         var lastStatusAt = 0.0
-        var lastPromptAt = -1e9
+        /// When each link prompt was last spoken (once a minute at most).
+        var lastPromptAt: [Prompt: Double] = [:]
     }
     private let state = Mutex(State())
 
@@ -223,13 +224,14 @@ final class Uplink: MQTTClientDelegate, @unchecked Sendable {
         return nil
     }
 
-    /// 网络已断开 / 网络已连接, at most once a minute, when enabled.
+    /// 网络已断开 / 网络已连接, each at most once a minute (a flapping link
+    /// must not drown out payments), when enabled.
     private func prompt(_ p: Prompt) {
         guard context.settings.current.bool(.mqttLinkPrompts) else { return }
         let now = SystemClock.monotonic()
         let due = state.withLock { s -> Bool in
-            guard now - s.lastPromptAt >= 60 else { return false }
-            s.lastPromptAt = now
+            guard now - (s.lastPromptAt[p] ?? -1e9) >= 60 else { return false }
+            s.lastPromptAt[p] = now
             return true
         }
         if due { context.scheduler.submit(UserJob(.prompt(p))) }

@@ -141,9 +141,13 @@ public final class MQTTClient: @unchecked Sendable {
         guard !started.exchange(true, ordering: .relaxed) else { return }
         let port = options.port != 0 ? options.port : (options.tls == nil ? 1883 : 8883)
         let rc = mosquitto_connect_async(handle, options.host, Int32(port), Int32(options.keepalive))
-        // A broker that is down now is not an error: the loop retries.
-        if rc != MOSQ_ERR_SUCCESS.rawValue && rc != MOSQ_ERR_ERRNO.rawValue && rc != MOSQ_ERR_EAI.rawValue {
+        // Only bad arguments are fatal. A broker that is down, unresolvable
+        // or fails the TLS check now is reported and retried by the loop.
+        if rc == MOSQ_ERR_INVAL.rawValue {
             throw MQTTError(call: "mosquitto_connect_async", code: rc, errno: Glibc.errno)
+        }
+        if rc != MOSQ_ERR_SUCCESS.rawValue {
+            delegateRef?.mqttLibraryLog(MQTTError(call: "connect to \(options.host):\(port)", code: rc, errno: Glibc.errno).description)
         }
         try check(mosquitto_loop_start(handle), "mosquitto_loop_start")
     }

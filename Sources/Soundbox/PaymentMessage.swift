@@ -81,7 +81,7 @@ public enum PaymentMessage {
             default: return reject("amount must be a string or a number, not \(given.kindDescription)")
             }
             do { value = try Amount.parse(text, max: maxAmount) } catch {
-                return reject("amount: \(error.description)")
+                return reject(error.description)   // "amount is negative", ...: already names the field
             }
         case (nil, let given?):
             let text: String

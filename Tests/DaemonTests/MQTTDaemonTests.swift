@@ -90,6 +90,27 @@ final class Link {
         #expect(try link.entries().count == 25)
     }
 
+    /// Link prompts: the merchant hears when the network goes and comes back.
+    @Test func linkPrompts() throws {
+        let link = try Link(config: ["mqtt.link_prompts": "true"])
+        try link.start()
+        link.broker.kill9()
+        try link.daemon.until("status", tries: 10_000) { _ in link.daemon.log(run: 1).contains("prompt name=network_disconnected") }
+        try link.broker.restart()
+        try link.daemon.until("status", tries: 10_000) { _ in link.daemon.log(run: 1).contains("prompt name=network_connected") }
+        #expect(link.daemon.stop().0 == 0)
+    }
+
+    /// Secrets never reach logs or `config get`.
+    @Test func passwordIsNeverShown() throws {
+        let link = try Link(config: ["mqtt.username": "shop", "mqtt.password": "s3cret-Pw!"])
+        try link.start()
+        #expect(try link.daemon.request("config", "get", "mqtt.password")["mqtt.password"] == "********")
+        #expect(try link.daemon.request("config", "get")["mqtt.password"] == "********")
+        #expect(link.daemon.stop().0 == 0)
+        #expect(!link.daemon.log(run: 1).contains("s3cret"))
+    }
+
     /// The will: a device that vanishes is shown offline.
     @Test func willSaysOfflineWhenTheDaemonDies() throws {
         let link = try Link()

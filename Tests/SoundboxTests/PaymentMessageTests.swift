@@ -291,25 +291,25 @@ import Soundbox
         (#""amount":true"#, "amount must be a string or a number, not a boolean"),
         (#""amount":["1"]"#, "amount must be a string or a number, not an array"),
         (#""amount":{"value":"1"}"#, "amount must be a string or a number, not an object"),
-        (#""amount":1e308"#, "amount: " + AmountError.exponent.description),
-        (#""amount":"1.5e3""#, "amount: amount uses an exponent; write it out in full, e.g. 1500.00 not 1.5e3"),
-        (#""amount":-5"#, "amount: amount is negative"),
-        (#""amount":"-0.01""#, "amount: amount is negative"),
-        (#""amount":-0"#, "amount: amount is negative"),
-        (#""amount":0"#, "amount: amount is zero"),
-        (#""amount":"0.00""#, "amount: amount is zero"),
-        (#""amount":1.001"#, "amount: amount has more than two decimals"),
-        (#""amount":"0.001""#, "amount: amount has more than two decimals"),
-        (#""amount":100000000"#, "amount: amount is above the limit of 99999999.99"),
-        (#""amount":123456789012345678901234567890"#, "amount: amount is above the limit of 99999999.99"),
-        (#""amount":"NaN""#, "amount: amount is not a finite number (NaN or Infinity)"),
-        (#""amount":"Infinity""#, "amount: amount is not a finite number (NaN or Infinity)"),
-        (#""amount":"""#, "amount: amount is empty"),
-        (#""amount":" 5""#, "amount: amount contains whitespace"),
-        (#""amount":"+5""#, "amount: amount has a leading '+'"),
-        (#""amount":"１２""#, "amount: amount contains the non-ASCII digit '１'; use 0-9"),
-        (#""amount":"1,000""#, "amount: amount is not a decimal number: unexpected character ','"),
-        (#""amount":"¥5""#, "amount: amount is not a decimal number: unexpected character 'non-ASCII text'"),
+        (#""amount":1e308"#, AmountError.exponent.description),
+        (#""amount":"1.5e3""#, "amount uses an exponent; write it out in full, e.g. 1500.00 not 1.5e3"),
+        (#""amount":-5"#, "amount is negative"),
+        (#""amount":"-0.01""#, "amount is negative"),
+        (#""amount":-0"#, "amount is negative"),
+        (#""amount":0"#, "amount is zero"),
+        (#""amount":"0.00""#, "amount is zero"),
+        (#""amount":1.001"#, "amount has more than two decimals"),
+        (#""amount":"0.001""#, "amount has more than two decimals"),
+        (#""amount":100000000"#, "amount is above the limit of 99999999.99"),
+        (#""amount":123456789012345678901234567890"#, "amount is above the limit of 99999999.99"),
+        (#""amount":"NaN""#, "amount is not a finite number (NaN or Infinity)"),
+        (#""amount":"Infinity""#, "amount is not a finite number (NaN or Infinity)"),
+        (#""amount":"""#, "amount is empty"),
+        (#""amount":" 5""#, "amount contains whitespace"),
+        (#""amount":"+5""#, "amount has a leading '+'"),
+        (#""amount":"１２""#, "amount contains the non-ASCII digit '１'; use 0-9"),
+        (#""amount":"1,000""#, "amount is not a decimal number: unexpected character ','"),
+        (#""amount":"¥5""#, "amount is not a decimal number: unexpected character 'non-ASCII text'"),
         // amount_minor
         (#""amount_minor":false"#, "amount_minor must be an integer or a string of digits, not a boolean"),
         (#""amount_minor":{}"#, "amount_minor must be an integer or a string of digits, not an object"),
@@ -347,7 +347,7 @@ import Soundbox
         (#""amount":"1","lang":"中文""#, "lang must be 1 to 16 letters, digits or '-' (e.g. zh-CN)"),
         // the first problem wins, in field order
         (#""lang":"","amount":"1","currency":"x""#, "currency must be 3 uppercase letters (ISO 4217, e.g. CNY), not 'x'"),
-        (#""ts":-1,"amount":"-1""#, "amount: amount is negative"),
+        (#""ts":-1,"amount":"-1""#, "amount is negative"),
     ])
     func rejectsWithID(_ fields: String, _ reason: String) {
         #expect(Self.parse(#"{"id":"T7",\#(fields)}"#) == .failure(PaymentRejection(id: "T7", reason: reason)))
@@ -358,7 +358,7 @@ import Soundbox
         #expect(try Self.parse(#"{"id":"a","amount":100}"#, max: max).get().amount == max)
         #expect(try Self.parse(#"{"id":"a","amount_minor":10000}"#, max: max).get().amount == max)
         #expect(Self.parse(#"{"id":"a","amount":"100.01"}"#, max: max)
-                == .failure(PaymentRejection(id: "a", reason: "amount: amount is above the limit of 100.00")))
+                == .failure(PaymentRejection(id: "a", reason: "amount is above the limit of 100.00")))
         #expect(Self.parse(#"{"id":"a","amount_minor":10001}"#, max: max)
                 == .failure(PaymentRejection(id: "a", reason: "amount_minor: amount is above the limit of 100.00")))
     }
@@ -422,7 +422,7 @@ import Soundbox
     @Test func rejectionReachesTheReceipt() throws {
         guard case .failure(let r) = Self.parse(#"{"id":"T7","amount":"1.001"}"#) else { Issue.record("accepted"); return }
         let receipt = Receipt(id: r.id, status: .rejected, ts: 1, reason: r.reason)
-        #expect(receipt.json == #"{"id":"T7","status":"rejected","ts":1,"reason":"amount: amount has more than two decimals"}"#)
+        #expect(receipt.json == #"{"id":"T7","status":"rejected","ts":1,"reason":"amount has more than two decimals"}"#)
     }
 
     // MARK: - Hostile payloads
@@ -691,7 +691,7 @@ private enum HostileCorpus {
     }
 
     static func structured(count: Int, rng: inout PayloadRNG) -> [Case] {
-        let limit = "amount: amount is above the limit of 99999999.99"
+        let limit = "amount is above the limit of 99999999.99"
         let amountNaN = Option(json: "NaN", problem: "NaN and Infinity are not JSON", breaksJSON: true)
         let ids: [(json: String?, id: String?, problem: String?)] = [
             ("\"T20261129-000123\"", "T20261129-000123", nil), ("\"a\"", "a", nil),
@@ -712,17 +712,17 @@ private enum HostileCorpus {
             ([("amount", "99999999.99")], 9_999_999_999, nil), ([("amount", "\"007.50\"")], 750, nil),
             ([("amount_minor", "12345")], 12345, nil), ([("amount_minor", "\"12345\"")], 12345, nil),
             ([("amount_minor", "1")], 1, nil), ([("amount", "null"), ("amount_minor", "7")], 7, nil),
-            ([("amount", "1e308")], nil, Option(json: nil, problem: "amount: " + AmountError.exponent.description)),
-            ([("amount", "-1")], nil, Option(json: nil, problem: "amount: amount is negative")),
-            ([("amount", "0")], nil, Option(json: nil, problem: "amount: amount is zero")),
-            ([("amount", "\"1.001\"")], nil, Option(json: nil, problem: "amount: amount has more than two decimals")),
+            ([("amount", "1e308")], nil, Option(json: nil, problem: AmountError.exponent.description)),
+            ([("amount", "-1")], nil, Option(json: nil, problem: "amount is negative")),
+            ([("amount", "0")], nil, Option(json: nil, problem: "amount is zero")),
+            ([("amount", "\"1.001\"")], nil, Option(json: nil, problem: "amount has more than two decimals")),
             ([("amount", "100000000")], nil, Option(json: nil, problem: limit)),
             ([("amount", "1" + String(repeating: "0", count: 400))], nil, Option(json: nil, problem: limit)),
             ([("amount", "\"" + String(repeating: "9", count: 3000) + "\"")], nil, Option(json: nil, problem: limit)),
             ([("amount", "true")], nil, Option(json: nil, problem: "amount must be a string or a number, not a boolean")),
             ([("amount", "[1]")], nil, Option(json: nil, problem: "amount must be a string or a number, not an array")),
             ([("amount", "{}")], nil, Option(json: nil, problem: "amount must be a string or a number, not an object")),
-            ([("amount", "\"NaN\"")], nil, Option(json: nil, problem: "amount: amount is not a finite number (NaN or Infinity)")),
+            ([("amount", "\"NaN\"")], nil, Option(json: nil, problem: "amount is not a finite number (NaN or Infinity)")),
             ([("amount", "NaN")], nil, amountNaN),
             ([("amount", "-Infinity")], nil, amountNaN),
             ([("amount_minor", "12.5")], nil, Option(json: nil, problem: "amount_minor: amount is not a decimal number: minor units must be a whole number")),
@@ -918,8 +918,8 @@ private enum HostileCorpus {
             Case(bytes: [0x7B, 0xFF, 0x7D], expected: .reject(id: nil, reason: "not valid JSON: invalid UTF-8 at byte 1")),
             Case(bytes: Array(#"{"id":""#.utf8) + [0xED, 0xA0, 0x80] + Array(#"","amount":"1"}"#.utf8),
                  expected: .reject(id: nil, reason: "not valid JSON: invalid UTF-8 at byte 7")),
-            Case(bytes: Array(#"{"id":"T9","amount":1e308}"#.utf8), expected: .reject(id: "T9", reason: "amount: " + AmountError.exponent.description)),
-            Case(bytes: Array(#"{"id":"T9","amount":-1}"#.utf8), expected: .reject(id: "T9", reason: "amount: amount is negative")),
+            Case(bytes: Array(#"{"id":"T9","amount":1e308}"#.utf8), expected: .reject(id: "T9", reason: AmountError.exponent.description)),
+            Case(bytes: Array(#"{"id":"T9","amount":-1}"#.utf8), expected: .reject(id: "T9", reason: "amount is negative")),
             Case(bytes: Array(#"{"id":"T9","amount":NaN}"#.utf8), expected: .reject(id: nil, reason: "not valid JSON: NaN and Infinity are not JSON at byte 20")),
             reference(#"{"id":"T9","amount":""# + String(repeating: "1", count: 4000) + "\"}"),
             reference(#"{"id":"T9","amount_minor":"# + String(repeating: "9", count: 4000) + "}"),
