@@ -19,22 +19,24 @@ let package = Package(
 
         // The core: amounts, grammars, voice-pack manifests. No C imports.
         .target(name: "Soundbox"),
+        // POSIX threads and condition variables, for the daemon and the MQTT client.
+        .target(name: "SoundboxThreads", dependencies: ["CLinux"], path: "Sources/Threads"),
         // Edge adapters.
         .target(name: "SoundboxAudio", dependencies: ["Soundbox", "CALSA", "CMPG123"], path: "Sources/Audio"),
-        .target(name: "MQTTBridge", dependencies: ["Soundbox", "CMosquitto"]),
+        .target(name: "MQTTBridge", dependencies: ["Soundbox", "SoundboxThreads", "CMosquitto"]),
         .target(name: "GPIO", dependencies: ["Soundbox", "CGPIOD"]),
         .target(name: "SoundboxStore", dependencies: ["Soundbox", "CSQLite"], path: "Sources/Store"),
         // The control socket's client: soundboxctl, tests, benchmarks.
         .target(name: "SoundboxControl", dependencies: ["Soundbox"], path: "Sources/Control"),
         // The daemon's services: ingest, scheduler, control socket, lifecycle.
-        .target(name: "SoundboxDaemon", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxStore", "MQTTBridge", "CLinux"], path: "Sources/Daemon"),
+        .target(name: "SoundboxDaemon", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxStore", "MQTTBridge", "SoundboxThreads", "CLinux"], path: "Sources/Daemon"),
 
         // The two executables: thin wiring.
         .executableTarget(name: "soundboxd", dependencies: ["SoundboxDaemon", "MQTTBridge", "GPIO"]),
         .executableTarget(name: "soundboxctl", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxControl"]),
 
         // Benchmarks (bench/README.md); not part of the test suite.
-        .executableTarget(name: "soundbox-bench", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxControl"], path: "bench/Sources"),
+        .executableTarget(name: "soundbox-bench", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxControl", "MQTTBridge"], path: "bench/Sources"),
 
         .testTarget(name: "SoundboxTests", dependencies: ["Soundbox"]),
         .testTarget(name: "AudioTests", dependencies: ["Soundbox", "SoundboxAudio"]),

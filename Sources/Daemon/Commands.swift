@@ -317,5 +317,15 @@ struct LinkStatus: Sendable {
     var enabled = false
     var connected = false
     var endpoint = ""
+    /// The last two different problems, most recent last ("certificate
+    /// verify failed; connect to ... failed: A TLS error occurred").
     var lastError: String?
+
+    mutating func noteError(_ message: String) {
+        guard let last = lastError?.split(separator: "; ", omittingEmptySubsequences: false).last, last != message else {
+            if lastError == nil { lastError = message }
+            return
+        }
+        lastError = String(last) + "; " + message
+    }
 }

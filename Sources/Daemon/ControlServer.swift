@@ -1,5 +1,6 @@
 import Glibc
 import Soundbox
+import SoundboxThreads
 
 struct DaemonError: Error, CustomStringConvertible {
     let description: String

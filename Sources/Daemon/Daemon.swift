@@ -2,6 +2,7 @@ import Glibc
 import Soundbox
 import SoundboxAudio
 import SoundboxStore
+import SoundboxThreads
 
 /// soundboxd: services started in order (store, voices, scheduler, control
 /// socket) and stopped in reverse on SIGTERM. The main thread only waits

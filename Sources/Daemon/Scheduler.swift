@@ -2,6 +2,7 @@ import Soundbox
 import SoundboxAudio
 import SoundboxStore
 import Synchronization
+import SoundboxThreads
 
 /// A request from a technician that goes through the speaker between
 /// announcements, with a way to wait for it.
@@ -249,6 +250,8 @@ final class Scheduler: @unchecked Sendable {
         defer { status.withLock { $0.speaking = false } }
         do {
             let out = try currentOutput(config)
+            // For bench/: when the first frame goes to the output (Unix µs).
+            log.debug("audio_start", ["t_us": "\(SystemClock.nowUs())", "frames": "\(samples.count)"])
             let outcome = try out.play(samples, format: bank.format) { [self] in
                 beat()
                 return stopping.load(ordering: .relaxed) || (payment && settings.current.bool(.audioMute))

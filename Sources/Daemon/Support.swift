@@ -1,6 +1,7 @@
 import CLinux
 import Glibc
 import Synchronization
+import SoundboxThreads
 
 /// Journald-friendly log lines on standard error, one per event:
 /// `<6>queue: played id=T1 seq=4`. The `<N>` prefix is the syslog priority
@@ -34,93 +35,6 @@ public struct Log: Sendable {
 
 extension String {
     var replacingNewlines: String { String(map { $0 == "\n" ? " " : $0 }) }
-}
-
-/// A mutex and condition variable (pthread) for waiting on a predicate;
-/// Synchronization.Mutex has no condition variable.
-public final class Condition: @unchecked Sendable {
-    // The pthread objects must not move: they live in their own allocations.
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private let cond = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-
-    public init() {
-        pthread_mutex_init(mutex, nil)
-        var attr = pthread_condattr_t()
-        pthread_condattr_init(&attr)
-        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC)
-        pthread_cond_init(cond, &attr)
-        pthread_condattr_destroy(&attr)
-    }
-    deinit {
-        pthread_cond_destroy(cond); pthread_mutex_destroy(mutex)
-        cond.deallocate(); mutex.deallocate()
-    }
-
-    /// Runs `body` under the lock and wakes every waiter.
-    public func broadcast<T>(_ body: () throws -> T) rethrows -> T {
-        pthread_mutex_lock(mutex)
-        defer { pthread_cond_broadcast(cond); pthread_mutex_unlock(mutex) }
-        return try body()
-    }
-
-    /// Waits until `ready()` (evaluated under the lock) is true or the
-    /// timeout passes; returns whether it became true.
-    @discardableResult
-    public func wait(timeout seconds: Double? = nil, until ready: () -> Bool) -> Bool {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        var deadline = timespec()
-        if let seconds {
-            clock_gettime(CLOCK_MONOTONIC, &deadline)
-            let ns = deadline.tv_nsec + Int(seconds.truncatingRemainder(dividingBy: 1) * 1e9)
-            deadline.tv_sec += Int(seconds) + ns / 1_000_000_000
-            deadline.tv_nsec = ns % 1_000_000_000
-        }
-        while !ready() {
-            if seconds == nil {
-                pthread_cond_wait(cond, mutex)
-            } else if pthread_cond_timedwait(cond, mutex, &deadline) == ETIMEDOUT {
-                return ready()
-            }
-        }
-        return true
-    }
-}
-
-/// Starts a detached-free POSIX thread running `body`; `join` waits for it.
-public final class ServiceThread: @unchecked Sendable {
-    private var thread = pthread_t()
-    private let done = Condition()
-    private var finished = false
-
-    public init(name: String, _ body: @escaping @Sendable () -> Void) {
-        let box = Unmanaged.passRetained(Box { [done] in
-            body()
-            done.broadcast { self.finishedFlag() }
-        })
-        let rc = pthread_create(&thread, nil, { ctx in
-            let box = Unmanaged<Box>.fromOpaque(ctx!).takeRetainedValue()
-            box.body()
-            return nil
-        }, box.toOpaque())
-        precondition(rc == 0, "pthread_create failed: \(rc)")
-        pthread_setname_np(thread, String(name.prefix(15)))   // the kernel allows 15 bytes
-    }
-
-    private func finishedFlag() { finished = true }
-
-    /// Waits up to `timeout` seconds for the thread to end; true if it did.
-    @discardableResult
-    public func join(timeout: Double) -> Bool {
-        guard done.wait(timeout: timeout, until: { finished }) else { return false }
-        pthread_join(thread, nil)
-        return true
-    }
-
-    private final class Box {
-        let body: () -> Void
-        init(_ body: @escaping () -> Void) { self.body = body }
-    }
 }
 
 /// systemd's notification protocol (sd_notify(3)) without libsystemd:
@@ -172,6 +86,13 @@ public enum SystemClock {
         }
     }
 
+    /// Unix microseconds.
+    public static func nowUs() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1000
+    }
+
     /// Unix milliseconds.
     public static func nowMs() -> Int64 {
         var ts = timespec()
@@ -216,24 +137,6 @@ public final class Wakeup: @unchecked Sendable {
 
     /// Waits until the scheduler has found nothing to do; false on timeout.
     public func waitIdle(timeout: Double) -> Bool { cond.wait(timeout: timeout) { idle } }
-}
-
-extension ServiceThread {
-    /// Runs `body` on a detached thread (per-connection work).
-    static func detached(_ body: @escaping @Sendable () -> Void) {
-        final class Box { let body: @Sendable () -> Void; init(_ b: @escaping @Sendable () -> Void) { body = b } }
-        var t = pthread_t()
-        var attr = pthread_attr_t()
-        pthread_attr_init(&attr)
-        pthread_attr_setdetachstate(&attr, Int32(PTHREAD_CREATE_DETACHED))
-        defer { pthread_attr_destroy(&attr) }
-        let ctx = Unmanaged.passRetained(Box(body)).toOpaque()
-        let rc = pthread_create(&t, &attr, { ctx in
-            Unmanaged<Box>.fromOpaque(ctx!).takeRetainedValue().body()
-            return nil
-        }, ctx)
-        if rc != 0 { Unmanaged<Box>.fromOpaque(ctx).release() }
-    }
 }
 
 extension Wakeup {

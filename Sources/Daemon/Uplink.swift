@@ -125,7 +125,7 @@ final class Uplink: MQTTClientDelegate, @unchecked Sendable {
 
     func mqttLibraryLog(_ message: String) {
         log.warning("library", ["message": message])
-        context.link.withLock { $0.lastError = message }
+        context.link.withLock { $0.noteError(message) }
     }
 
     func mqttPublished(mid: Int32) {

@@ -1,5 +1,6 @@
 import CMosquitto
 import Glibc
+import SoundboxThreads
 import Synchronization
 
 /// A failed libmosquitto call: the call, its `MOSQ_ERR_*` code and, for
@@ -35,12 +36,15 @@ extension MQTTClientDelegate {
     public func mqttLibraryLog(_ message: String) {}
 }
 
-/// One libmosquitto client handle, run by libmosquitto's own thread
-/// (`mosquitto_loop_start`): only then does the PUBACK of an incoming QoS 1
-/// message leave after `on_message` has returned (measured on 2.0.11; in
-/// the self-driven loop it leaves before). Reconnects by itself, with
-/// capped exponential backoff whose base gets fresh jitter after every
-/// disconnect.
+/// One libmosquitto client handle, run by a network thread of ours in
+/// threaded mode (`mosquitto_threaded_set(true)`): then, as under
+/// `mosquitto_loop_start`, the PUBACK of an incoming QoS 1 message is only
+/// written after `on_message` has returned (measured on 2.0.11; unthreaded,
+/// it leaves before). Our thread rather than `mosquitto_loop_start`'s
+/// because libmosquitto's own loop gives up for good when the first
+/// connection fails, on a TLS error or a DNS failure: a box that boots
+/// before its network would never connect. Reconnects use capped
+/// exponential backoff whose base gets fresh jitter after every disconnect.
 public final class MQTTClient: @unchecked Sendable {
     public struct Options: Sendable {
         public var clientID: String
@@ -67,6 +71,9 @@ public final class MQTTClient: @unchecked Sendable {
     private let options: Options
     private weak var delegateRef: (any MQTTClientDelegate)?
     private let started = Atomic<Bool>(false)
+    private let stopping = Atomic<Bool>(false)
+    private let wake = Condition()
+    private var thread: ServiceThread?
 
     /// Library initialisation, once per process.
     private static let libraryReady: Bool = { mosquitto_lib_init() == MOSQ_ERR_SUCCESS.rawValue }()
@@ -136,27 +143,44 @@ public final class MQTTClient: @unchecked Sendable {
     }
 
     /// Starts connecting in the background; returns at once. Failures to
-    /// reach the broker are retried by the network thread.
+    /// reach the broker are retried by the network thread, forever.
     public func start() throws(MQTTError) {
         guard !started.exchange(true, ordering: .relaxed) else { return }
-        let port = options.port != 0 ? options.port : (options.tls == nil ? 1883 : 8883)
-        let rc = mosquitto_connect_async(handle, options.host, Int32(port), Int32(options.keepalive))
-        // Only bad arguments are fatal. A broker that is down, unresolvable
-        // or fails the TLS check now is reported and retried by the loop.
-        if rc == MOSQ_ERR_INVAL.rawValue {
-            throw MQTTError(call: "mosquitto_connect_async", code: rc, errno: Glibc.errno)
-        }
-        if rc != MOSQ_ERR_SUCCESS.rawValue {
-            delegateRef?.mqttLibraryLog(MQTTError(call: "connect to \(options.host):\(port)", code: rc, errno: Glibc.errno).description)
-        }
-        try check(mosquitto_loop_start(handle), "mosquitto_loop_start")
+        try check(mosquitto_threaded_set(handle, true), "mosquitto_threaded_set")
+        thread = ServiceThread(name: "mqtt") { [self] in networkLoop() }
     }
 
     /// Disconnects cleanly (no will) and stops the network thread.
     public func stop() {
         guard started.exchange(false, ordering: .relaxed) else { return }
-        mosquitto_disconnect(handle)
-        mosquitto_loop_stop(handle, false)
+        wake.broadcast { stopping.store(true, ordering: .relaxed) }
+        mosquitto_disconnect(handle)   // makes mosquitto_loop_forever return
+        thread?.join(timeout: 5)
+    }
+
+    private func networkLoop() {
+        let port = options.port != 0 ? options.port : (options.tls == nil ? 1883 : 8883)
+        var attempt = 0
+        var everConnected = false
+        while !stopping.load(ordering: .relaxed) {
+            var rc = everConnected ? mosquitto_reconnect(handle)
+                                   : mosquitto_connect(handle, options.host, Int32(port), Int32(options.keepalive))
+            if rc == MOSQ_ERR_SUCCESS.rawValue {
+                everConnected = true
+                attempt = 0
+                // Returns after disconnect(), or on errors its own retries do not cover.
+                rc = mosquitto_loop_forever(handle, -1, 1)
+            }
+            if stopping.load(ordering: .relaxed) { break }
+            if rc != MOSQ_ERR_SUCCESS.rawValue {
+                delegateRef?.mqttLibraryLog(MQTTError(call: "connect to \(options.host):\(port)", code: rc, errno: Glibc.errno).description)
+            }
+            // Capped exponential backoff with jitter: 1-2 s, doubling, at most reconnectMax.
+            let ceiling = Double(max(options.reconnectMax, 2))
+            let delay = min(ceiling, Double.random(in: 1...2) * Double(1 << min(attempt, 16)))
+            attempt += 1
+            wake.wait(timeout: delay) { stopping.load(ordering: .relaxed) }
+        }
     }
 
     /// Publishes; returns the message id that `mqttPublished` will report.

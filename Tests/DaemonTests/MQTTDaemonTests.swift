@@ -90,6 +90,19 @@ final class Link {
         #expect(try link.entries().count == 25)
     }
 
+    /// A box that boots before its network (or broker) keeps trying.
+    @Test func brokerDownAtStart() throws {
+        let link = try Link()
+        link.broker.stop()
+        try link.daemon.start()
+        try link.daemon.until("status", tries: 10_000) { _ in link.daemon.log(run: 1).contains("Connection refused") }
+        try link.broker.restart()
+        #expect(link.backend.waitUntil(timeout: 30) { link.backend.status?["online"] as? Bool == true })
+        try link.backend.pay(id: "LATE", amount: "1.50")
+        #expect(link.backend.waitForReceipts(["LATE"], ["played"]))
+        #expect(link.daemon.stop().0 == 0)
+    }
+
     /// Link prompts: the merchant hears when the network goes and comes back.
     @Test func linkPrompts() throws {
         let link = try Link(config: ["mqtt.link_prompts": "true"])

@@ -1,6 +1,7 @@
 // soundbox-bench: numbers for the closing notes (bench/README.md).
 //   soundbox-bench announce [VOICES_DIR]   the announce path
 //   soundbox-bench daemon [VOICES_DIR]     soundboxd: ingest rate, RSS, idle wakeups, start time
+//   soundbox-bench mqtt [VOICES_DIR]       publish → first PCM frame latency; offline backlog drain
 import Foundation
 
 let binDir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().path
@@ -13,7 +14,8 @@ let voices = args.dropFirst().first ?? FileManager.default.currentDirectoryPath 
 switch args.first {
 case "announce": try announceBench(voices: voices)
 case "daemon": try daemonBench(voices: voices)
+case "mqtt": try mqttBench(voices: voices)
 default:
-    print("usage: soundbox-bench announce|daemon [VOICES_DIR]")
+    print("usage: soundbox-bench announce|daemon|mqtt [VOICES_DIR]")
     exit(2)
 }
