@@ -199,7 +199,7 @@ final class Scheduler: @unchecked Sendable {
         switch job.kind {
         case .replay(let p):
             log.info("replaying", ["id": p.id])
-            job.complete(speak(p, config: config, payment: false).map { _ in 0 })
+            job.complete(speak(p, config: config, payment: true, mutable: false).map { _ in 0 })
         case .prompt(let p):
             log.info("prompt", ["name": p.rawValue])
             let lang = config[.voiceLang]
@@ -225,15 +225,19 @@ final class Scheduler: @unchecked Sendable {
     }
 
     /// Speaks a payment in its language (or the default one).
-    private func speak(_ p: Payment, config: Config, payment: Bool) -> Result<PlayOutcome, AudioError> {
+    /// - Parameter mutable: whether turning mute on cuts it (payments from
+    ///   the queue; a replay the merchant asked for is not cut).
+    private func speak(_ p: Payment, config: Config, payment: Bool, mutable: Bool = true) -> Result<PlayOutcome, AudioError> {
         var lang = p.lang ?? config[.voiceLang]
         if (try? bank.load(lang)) == nil { lang = config[.voiceLang] }
         let clips = ((try? bank.load(lang))?.grammar).map { $0.announcement(p.amount, channel: p.channel) } ?? ["?"]
-        return play(clips, lang: lang, config: config, payment: payment)
+        return play(clips, lang: lang, config: config, payment: payment, mutable: payment && mutable)
     }
 
-    private func play(_ clips: [String], lang: String, config: Config, payment: Bool) -> Result<PlayOutcome, AudioError> {
-        let volume = config.integer(.audioVolume)
+    private func play(_ clips: [String], lang: String, config: Config, payment: Bool, mutable: Bool = false) -> Result<PlayOutcome, AudioError> {
+        // A payment is never quieter than audio.min_volume (prompts follow the user's level).
+        let user = config.integer(.audioVolume)
+        let volume = payment ? AnnounceVolume.level(user: user, minimum: config.integer(.audioMinVolume), muted: false)! : user
         let samples: [Int16]
         do {
             let r = try bank.render(clips, pack: lang, volume: volume)
@@ -254,7 +258,7 @@ final class Scheduler: @unchecked Sendable {
             log.debug("audio_start", ["t_us": "\(SystemClock.nowUs())", "frames": "\(samples.count)"])
             let outcome = try out.play(samples, format: bank.format) { [self] in
                 beat()
-                return stopping.load(ordering: .relaxed) || (payment && settings.current.bool(.audioMute))
+                return stopping.load(ordering: .relaxed) || (mutable && settings.current.bool(.audioMute))
             }
             status.withLock { $0.audioFault = nil }
             return .success(outcome)

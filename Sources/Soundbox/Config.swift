@@ -154,6 +154,8 @@ public struct ConfigKey: Sendable, Hashable {
                                                     help: "with audio.output = null: take as long as the sound would (false: instant, for tests)")
     public static let audioVolume = ConfigKey(name: "audio.volume", defaultValue: "6", kind: .integer(0...10),
                                               help: "volume 0-10, 2.5 dB a step (10 = full scale)")
+    public static let audioMinVolume = ConfigKey(name: "audio.min_volume", defaultValue: "0", kind: .integer(0...10),
+                                                 help: "payments are never spoken quieter than this, whatever audio.volume (which it does not change)")
     public static let audioMute = ConfigKey(name: "audio.mute", defaultValue: "false", kind: .choice(["true", "false"]),
                                             help: "true: payments are recorded as muted, not spoken")
     public static let queueStaleAfter = ConfigKey(name: "queue.stale_after_s", defaultValue: "600", kind: .integer(0...604_800),
@@ -195,7 +197,7 @@ public struct ConfigKey: Sendable, Hashable {
 
     public static let all: [ConfigKey] = [
         stateDir, controlSocket, controlGroup, voiceDir, voiceLang, audioOutput, audioDevice, audioWavFile,
-        audioNullRealtime, audioVolume, audioMute, queueStaleAfter, queueRetentionDays, queueHistoryMax,
+        audioNullRealtime, audioVolume, audioMinVolume, audioMute, queueStaleAfter, queueRetentionDays, queueHistoryMax,
         paymentMaxAmount, deviceID, mqttEnabled, mqttHost, mqttPort, mqttPrefix, mqttKeepalive, mqttTLSCA, mqttTLSCert,
         mqttTLSKey, mqttUsername, mqttPassword, mqttReconnectMax, mqttLinkPrompts, logLevel,
     ]

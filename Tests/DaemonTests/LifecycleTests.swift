@@ -171,6 +171,25 @@ import SoundboxStore
         #expect(receipts.contains { $0.hasPrefix("{\"id\":\"SECOND\",\"status\":\"\(expected)\"") })
     }
 
+    /// audio.min_volume: a payment is spoken at least that loud, whatever
+    /// the user's level, which stays as it was. What reached the WAV output
+    /// equals `soundboxctl render` at the minimum level, byte for byte.
+    @Test func paymentsNeverQuieterThanTheMinimum() throws {
+        let scratch = Scratch()
+        let wav = scratch.path + "/out.wav", reference = scratch.path + "/ref.wav"
+        let daemon = try Daemon(dir: scratch.path, config: ["audio.output": "wav", "audio.wav_file": wav,
+                                                            "audio.volume": "1", "audio.min_volume": "8"])
+        try daemon.start()
+        _ = try daemon.request("say", "42.10", "--id", "V1")
+        #expect(try daemon.request("idle", "30").ack == nil)
+        #expect(try daemon.request("status")["volume"] == "1")
+        #expect(daemon.stop().0 == 0)
+        let render = try CtlRun(daemon, ["--voices", Build.root + "/voices", "render", "42.10", "-o", reference, "--volume", "8"])
+        #expect(render.status == 0)
+        let spoken = try Data(contentsOf: URL(fileURLWithPath: wav)), expected = try Data(contentsOf: URL(fileURLWithPath: reference))
+        #expect(spoken.count > 44 && spoken == expected)
+    }
+
     /// Mute records payments as `muted`, not spoken; they stay replayable.
     @Test func muteRecordsWithoutSpeaking() throws {
         let scratch = Scratch()
