@@ -29,7 +29,7 @@ let package = Package(
         // The control socket's client: soundboxctl, tests, benchmarks.
         .target(name: "SoundboxControl", dependencies: ["Soundbox"], path: "Sources/Control"),
         // The daemon's services: ingest, scheduler, control socket, lifecycle.
-        .target(name: "SoundboxDaemon", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxStore", "MQTTBridge", "SoundboxThreads", "CLinux"], path: "Sources/Daemon"),
+        .target(name: "SoundboxDaemon", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxStore", "MQTTBridge", "GPIO", "SoundboxThreads", "CLinux"], path: "Sources/Daemon"),
 
         // The two executables: thin wiring.
         .executableTarget(name: "soundboxd", dependencies: ["SoundboxDaemon", "MQTTBridge", "GPIO"]),

@@ -18,6 +18,8 @@ struct Context: Sendable {
     let environment: [String: String]
     /// The broker link's state, kept by the uplink.
     let link: LinkMonitor
+    /// GPIO lines that could not be had, for doctor (empty: all fine).
+    let gpio: Shared<[String]>
 
     /// Something the backend sees changed (settings, volume).
     func changed() { ingest.outbox.notify() }
@@ -269,7 +271,7 @@ struct StatusReport {
         if s.audioFault != nil { faults.append("audio") }
         if !c.voiceOK { faults.append("voice") }
         return StatusReport(
-            speaking: s.speaking, volume: config.integer(.audioVolume), muted: config.bool(.audioMute),
+            speaking: s.speaking, volume: config.integer(.audioVolume), muted: c.settings.muted,
             queueDepth: ((try? c.store?.pendingCount()) ?? 0) + memory, voice: config[.voiceLang], lastID: s.lastID ?? "",
             uptime: Int(SystemClock.monotonic() - c.started), output: OutputName.of(config),
             durable: c.store != nil && storageFault == nil && memory == 0,
@@ -311,6 +313,13 @@ struct StatusReport {
 final class LinkMonitor: Sendable {
     private let state = Mutex(LinkStatus())
     func withLock<T>(_ body: (inout LinkStatus) -> T) -> T { state.withLock { body(&$0) } }
+}
+
+/// A value shared between threads.
+final class Shared<T: Sendable>: Sendable {
+    private let state: Mutex<T>
+    init(_ value: T) { state = Mutex(value) }
+    func withLock<R>(_ body: (inout T) -> R) -> R { state.withLock { body(&$0) } }
 }
 
 struct LinkStatus: Sendable {

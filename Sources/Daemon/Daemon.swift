@@ -1,5 +1,6 @@
 import Glibc
 import Soundbox
+import GPIO
 import SoundboxAudio
 import SoundboxStore
 import SoundboxThreads
@@ -98,7 +99,7 @@ public enum Daemon {
 
         let context = Context(settings: settings, store: store, storeError: storeError, backlog: backlog, ingest: ingest,
                               scheduler: scheduler, voiceReport: voiceReport, voiceOK: voiceOK, started: started,
-                              environment: environment, link: LinkMonitor())
+                              environment: environment, link: LinkMonitor(), gpio: Shared([]))
         // 4. The broker link: payments in, receipts and status out.
         var uplink: Uplink?
         var uplinkThread: ServiceThread?
@@ -115,12 +116,25 @@ public enum Daemon {
             uplinkThread = ServiceThread(name: "uplink") { u.run() }
         }
 
-        // 5. Control socket.
+        // 5. Mute switch, buttons, LED (the box runs on without them).
+        var panel: Panel?
+        var panelThread: ServiceThread?
+        if config.bool(.gpioEnabled) {
+            let p = Panel(context: context, backend: LibgpiodV1(), config: config)
+            p.open(config)
+            if p.hasLines {
+                panel = p
+                panelThread = ServiceThread(name: "panel") { p.run() }
+            }
+        }
+
+        // 6. Control socket.
         let server: ControlServer
         do {
             server = try ControlServer(path: config[.controlSocket], group: config[.controlGroup], commands: Commands(context: context))
         } catch {
             log.error("control_socket_failed", ["error": error.description])
+            panel?.stop()
             uplink?.stop()
             scheduler.stop()
             schedulerThread.join(timeout: 2)
@@ -134,7 +148,7 @@ public enum Daemon {
                            "startup_ms": "\(Int((SystemClock.monotonic() - started) * 1000))"])
         notifier.send("READY=1\nSTATUS=\(pending) pending, voice \(config[.voiceLang]), output \(OutputName.of(config))")
 
-        // 6. Wait for signals; beat the watchdog while the scheduler lives;
+        // 7. Wait for signals; beat the watchdog while the scheduler lives;
         //    prune hourly.
         var nextPrune = SystemClock.monotonic() + 3600
         while true {
@@ -154,12 +168,14 @@ public enum Daemon {
             }
         }
 
-        // 7. Stop in reverse order, within 2 s: no new requests, the broker
+        // 8. Stop in reverse order, within 2 s: no new requests, the broker
         //    link (offline status published), then the scheduler (an
         //    interrupted payment stays `playing`, spoken again at the next start).
         log.info("stopping")
         notifier.send("STOPPING=1")
         server.stop()
+        panel?.stop()
+        panelThread?.join(timeout: 0.2)
         uplink?.stop()
         uplinkThread?.join(timeout: 0.5)
         scheduler.stop()

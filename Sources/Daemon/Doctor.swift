@@ -33,6 +33,16 @@ enum Doctor {
                   "check the network and mqtt.host/mqtt.port; with TLS, that mqtt.tls.ca signed the broker's certificate and that the certificate names mqtt.host; payments queued by the broker arrive once connected")
         }
 
+        let gpioProblems = c.gpio.withLock { $0 }
+        if !config.bool(.gpioEnabled) {
+            check("gpio", "ok", "GPIO off (gpio.enabled = false)")
+        } else if gpioProblems.isEmpty {
+            check("gpio", "ok", "\(config[.gpioChip]): mute switch, buttons and LED lines held")
+        } else {
+            check("gpio", "fail", gpioProblems.joined(separator: "; ") + "; the box runs without them",
+                  "check gpio.chip and the gpio.*.line offsets (`gpioinfo` lists chips and lines, and who holds a busy line); the user needs access to /dev/gpiochip* (group gpio)")
+        }
+
         let storageFault = c.backlog.state.withLock { $0.storageFault }
         let dbPath = config[.stateDir] + "/soundbox.db"
         if let store = c.store {

@@ -104,7 +104,7 @@ final class Scheduler: @unchecked Sendable {
         AnnouncePolicy.decide(happenedAt: p.ts ?? acceptedAt / 1000, now: SystemClock.nowMs() / 1000,
                               staleAfter: config.integer(.queueStaleAfter),
                               clockSynchronized: SystemClock.isSynchronized(environment: environment),
-                              muted: config.bool(.audioMute))
+                              muted: config.bool(.audioMute) || settings.switchMuted.load(ordering: .relaxed))
     }
 
     private func process(_ entry: Entry) {
@@ -258,7 +258,7 @@ final class Scheduler: @unchecked Sendable {
             log.debug("audio_start", ["t_us": "\(SystemClock.nowUs())", "frames": "\(samples.count)"])
             let outcome = try out.play(samples, format: bank.format) { [self] in
                 beat()
-                return stopping.load(ordering: .relaxed) || (mutable && settings.current.bool(.audioMute))
+                return stopping.load(ordering: .relaxed) || (mutable && settings.muted)
             }
             status.withLock { $0.audioFault = nil }
             return .success(outcome)

@@ -25,6 +25,11 @@ final class Settings: Sendable {
 
     var current: Config { state.withLock { $0.current } }
 
+    /// The hardware mute switch (GPIO), on top of `audio.mute`.
+    let switchMuted = Atomic<Bool>(false)
+    /// Muted by the setting or the switch: payments are recorded, not spoken.
+    var muted: Bool { current.bool(.audioMute) || switchMuted.load(ordering: .relaxed) }
+
     /// Replaces the file layer (SIGHUP); the overlay stays on top.
     func reload(file: Config) {
         let current = state.withLock { s -> Config in

@@ -192,6 +192,26 @@ public struct ConfigKey: Sendable, Hashable {
                                                    help: "longest wait between reconnect attempts (exponential from 1 s, with jitter)")
     public static let mqttLinkPrompts = ConfigKey(name: "mqtt.link_prompts", defaultValue: "true", kind: .choice(["true", "false"]),
                                                   help: "speak 网络已断开 / 网络已连接 when the broker link goes down or comes back")
+    public static let gpioEnabled = ConfigKey(name: "gpio.enabled", defaultValue: "true", kind: .choice(["true", "false"]), runtime: false,
+                                              help: "false: no mute switch, buttons or LED")
+    public static let gpioChip = ConfigKey(name: "gpio.chip", defaultValue: "gpiochip0", kind: .text, runtime: false,
+                                           help: "GPIO chip by name, path, label or number (Raspberry Pi 5 header: pinctrl-rp1)")
+    public static let gpioDebounce = ConfigKey(name: "gpio.debounce_ms", defaultValue: "30", kind: .integer(1...500), runtime: false,
+                                               help: "software debounce of the buttons and the switch")
+    /// Per function (mute, vol_up, vol_down, led): line offset (-1 = not
+    /// fitted), active-low, bias. Defaults: a Raspberry Pi 4/5 header, BCM
+    /// numbering, buttons and switch to ground with pull-ups (board/).
+    public static let gpioFunctions: [(name: String, line: Int, activeLow: Bool, bias: String)] = [
+        ("mute", 17, true, "pull-up"), ("vol_up", 27, true, "pull-up"), ("vol_down", 22, true, "pull-up"), ("led", 23, false, "as-is"),
+    ]
+    static let gpioKeys: [ConfigKey] = gpioFunctions.flatMap { f in [
+        ConfigKey(name: "gpio.\(f.name).line", defaultValue: "\(f.line)", kind: .integer(-1...1023), runtime: false,
+                  help: "line offset of the \(f.name) \(f.name == "led" ? "output" : "input") on gpio.chip; -1 = not fitted"),
+        ConfigKey(name: "gpio.\(f.name).active_low", defaultValue: "\(f.activeLow)", kind: .choice(["true", "false"]), runtime: false,
+                  help: "true: the \(f.name) is active when the line is low"),
+        ConfigKey(name: "gpio.\(f.name).bias", defaultValue: f.bias, kind: .choice(["as-is", "disable", "pull-up", "pull-down"]), runtime: false,
+                  help: "bias of the \(f.name) line"),
+    ] }
     public static let logLevel = ConfigKey(name: "log.level", defaultValue: "info", kind: .choice(["info", "debug"]),
                                            help: "debug adds amounts and per-clip detail")
 
@@ -199,8 +219,8 @@ public struct ConfigKey: Sendable, Hashable {
         stateDir, controlSocket, controlGroup, voiceDir, voiceLang, audioOutput, audioDevice, audioWavFile,
         audioNullRealtime, audioVolume, audioMinVolume, audioMute, queueStaleAfter, queueRetentionDays, queueHistoryMax,
         paymentMaxAmount, deviceID, mqttEnabled, mqttHost, mqttPort, mqttPrefix, mqttKeepalive, mqttTLSCA, mqttTLSCert,
-        mqttTLSKey, mqttUsername, mqttPassword, mqttReconnectMax, mqttLinkPrompts, logLevel,
-    ]
+        mqttTLSKey, mqttUsername, mqttPassword, mqttReconnectMax, mqttLinkPrompts, gpioEnabled, gpioChip, gpioDebounce,
+    ] + gpioKeys + [logLevel]
 
     public static func named(_ name: String) -> ConfigKey? { all.first { $0.name == name } }
 }

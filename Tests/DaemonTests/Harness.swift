@@ -45,7 +45,7 @@ final class Daemon {
         var settings = [
             "state.dir": dir + "/state", "control.socket": dir + "/control.sock",
             "voice.dir": Build.root + "/voices", "audio.output": "null", "audio.null_realtime": "false",
-            "mqtt.enabled": "false",
+            "mqtt.enabled": "false", "gpio.enabled": "false",
         ]
         settings.merge(config) { $1 }
         self.settings = settings

@@ -190,6 +190,28 @@ import SoundboxStore
         #expect(spoken.count > 44 && spoken == expected)
     }
 
+    /// No GPIO chip: the daemon runs without buttons, says so once per
+    /// line at start, and doctor names each line and why.
+    @Test func missingGPIOChipIsReportedNotFatal() throws {
+        let scratch = Scratch()
+        let daemon = try Daemon(dir: scratch.path, config: ["gpio.enabled": "true", "gpio.chip": "no-such-chip", "gpio.led.line": "-1"])
+        try daemon.start()
+        _ = try daemon.request("say", "3", "--id", "G1")
+        #expect(try daemon.request("idle", "30").ack == nil)
+        let doctor = try daemon.request("doctor").pairs.records(startingWith: "check")
+        let gpio = try #require(doctor.first { $0.first?.value == "gpio" })
+        #expect(gpio.first { $0.key == "status" }?.value == "fail")
+        let detail = gpio.first { $0.key == "detail" }?.value ?? ""
+        for fn in ["mute: no-such-chip line 17", "vol_up: no-such-chip line 27", "vol_down: no-such-chip line 22"] {
+            #expect(detail.contains(fn), "\(detail)")
+        }
+        #expect(!detail.contains("led: no-such-chip"), "a line set to -1 is not fitted, not a fault")
+        #expect(daemon.stop().0 == 0)
+        let log = daemon.log(run: 1)
+        #expect(log.components(separatedBy: "gpio: line_unavailable").count - 1 == 3)
+        #expect(LogEvents(log).ids("played") == ["G1"])
+    }
+
     /// Mute records payments as `muted`, not spoken; they stay replayable.
     @Test func muteRecordsWithoutSpeaking() throws {
         let scratch = Scratch()

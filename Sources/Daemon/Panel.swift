@@ -1,0 +1,123 @@
+import GPIO
+import Glibc
+import Soundbox
+import SoundboxThreads
+import Synchronization
+
+/// The merchant's hands on the box (docs/gpio.md): the mute switch, the
+/// volume buttons and the status LED, on one thread that sleeps in poll(2)
+/// until an edge, a gesture deadline or an LED blink is due.
+final class Panel: @unchecked Sendable {
+    private let context: Context
+    private let backend: any GPIOBackend
+    private let log = Log("gpio")
+    private var mute: (any EdgeInput)?
+    private var buttons: [(Gestures.Button, any EdgeInput)] = []
+    private var led: (any LogicalOutput)?
+    private var gestures: Gestures
+    private let debounce: Double
+    private var stopPipe: [Int32] = [-1, -1]
+
+    init(context: Context, backend: any GPIOBackend, config: Config) {
+        self.context = context
+        self.backend = backend
+        debounce = Double(config.integer(.gpioDebounce)) / 1000
+        var timing = Gestures.Timing()
+        timing.debounce = debounce
+        gestures = Gestures(timing: timing)
+    }
+
+    /// Requests every fitted line; each one that cannot be had is logged
+    /// once and reported by `doctor`: the box works on without it.
+    func open(_ config: Config) {
+        func spec(_ fn: String) -> LineSpec? {
+            let line = config.integer(ConfigKey.named("gpio.\(fn).line")!)
+            guard line >= 0 else { return nil }
+            return LineSpec(chip: config[.gpioChip], offset: line,
+                            activeLow: config.bool(ConfigKey.named("gpio.\(fn).active_low")!),
+                            bias: LineSpec.Bias(rawValue: config[ConfigKey.named("gpio.\(fn).bias")!]) ?? .asIs)
+        }
+        var problems: [String] = []
+        func attempt<T>(_ fn: String, _ body: (LineSpec) throws(GPIOError) -> T) -> T? {
+            guard let s = spec(fn) else { return nil }
+            do { return try body(s) } catch {
+                log.warning("line_unavailable", ["function": fn, "error": error.description])
+                problems.append("\(fn): \(error.description)")
+                return nil
+            }
+        }
+        mute = attempt("mute") { s throws(GPIOError) in try backend.input(s, consumer: "soundboxd-mute") }
+        if let b = attempt("vol_up", { s throws(GPIOError) in try backend.input(s, consumer: "soundboxd-vol-up") }) { buttons.append((.up, b)) }
+        if let b = attempt("vol_down", { s throws(GPIOError) in try backend.input(s, consumer: "soundboxd-vol-down") }) { buttons.append((.down, b)) }
+        led = attempt("led") { s throws(GPIOError) in try backend.output(s, consumer: "soundboxd-led", initial: false) }
+        // The switch's position at start counts, not only its changes.
+        if let mute, let on = try? mute.level() { setMuted(on) }
+        context.gpio.withLock { $0 = problems }
+        pipe(&stopPipe)
+    }
+
+    var hasLines: Bool { mute != nil || !buttons.isEmpty || led != nil }
+
+    func stop() { if stopPipe[1] >= 0 { var b: UInt8 = 1; _ = write(stopPipe[1], &b, 1) } }
+
+    func run() {
+        var ledOn = false
+        var nextBlink: Double?
+        var lastPattern: LEDPattern?
+        while true {
+            let now = SystemClock.monotonic()
+            // LED: steady states are set once; blinking toggles on a timer.
+            let report = StatusReport.make(context)
+            let connected = !context.link.withLock { $0.enabled } || context.link.withLock { $0.connected }
+            let pattern = LEDPattern.of(muted: context.settings.muted, fault: !report.faults.isEmpty, connected: connected)
+            if pattern != lastPattern {
+                lastPattern = pattern
+                ledOn = pattern != .off
+                try? led?.set(ledOn)
+                nextBlink = pattern.period.map { now + $0.on }
+            } else if let due = nextBlink, now >= due, let period = pattern.period {
+                ledOn.toggle()
+                try? led?.set(ledOn)
+                nextBlink = now + (ledOn ? period.on : period.off)
+            }
+            for action in gestures.tick(at: now) { perform(action) }
+
+            var fds = [pollfd(fd: stopPipe[0], events: Int16(POLLIN), revents: 0)]
+            fds += ([mute].compactMap { $0 } + buttons.map(\.1)).map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
+            // Steady LED and no held button: only a slow look at the LED state.
+            let deadlines = [gestures.nextDeadline, nextBlink].compactMap { $0 }
+            let wait = deadlines.min().map { max(0, $0 - now) } ?? 5
+            _ = poll(&fds, nfds_t(fds.count), Int32(min(wait, 5) * 1000))
+            if fds[0].revents != 0 { return }
+            if let mute, let edges = try? mute.readEdges(), let last = edges.last { setMuted(last.active) }
+            for (button, line) in buttons {
+                for e in (try? line.readEdges()) ?? [] {
+                    for action in gestures.edge(button, pressed: e.active, at: e.time) { perform(action) }
+                }
+            }
+        }
+    }
+
+    private func setMuted(_ on: Bool) {
+        guard context.settings.switchMuted.exchange(on, ordering: .relaxed) != on else { return }
+        log.info("mute_switch", ["on": "\(on)"])
+        context.changed()
+    }
+
+    private func perform(_ action: Gestures.Action) {
+        log.info("button", ["action": "\(action)"])
+        switch action {
+        case .volumeUp, .volumeDown:
+            let old = context.settings.current.integer(.audioVolume)
+            let new = max(0, min(10, old + (action == .volumeUp ? 1 : -1)))
+            _ = try? context.settings.set(["audio.volume": "\(new)"])
+            context.changed()
+            if new == 10 { context.scheduler.submit(UserJob(.prompt(.volumeMax))) }
+            if new == 0 { context.scheduler.submit(UserJob(.prompt(.volumeMin))) }
+        case .replayLast:
+            if let last = try? context.store?.history(limit: 1).first { context.scheduler.submit(UserJob(.replay(last.payment))) }
+        case .summary:
+            context.scheduler.submit(UserJob(.summary))
+        }
+    }
+}
