@@ -204,7 +204,10 @@ final class Scheduler: @unchecked Sendable {
             log.info("prompt", ["name": p.rawValue])
             let lang = config[.voiceLang]
             let clips = (try? bank.load(lang))?.grammar.clips(for: p) ?? []
-            job.complete(play(clips, lang: lang, config: config, payment: false).map { _ in 0 })
+            // 音量最小 at volume 0 must still be heard: prompts are at least level 1.
+            var audible = config
+            if audible.integer(.audioVolume) == 0 { try? audible.set("audio.volume", "1") }
+            job.complete(play(clips, lang: lang, config: audible, payment: false).map { _ in 0 })
         case .summary:
             let lang = config[.voiceLang]
             let midnight = SystemClock.localMidnightMs()
