@@ -38,11 +38,13 @@ let package = Package(
         // Benchmarks (bench/README.md); not part of the test suite.
         .executableTarget(name: "soundbox-bench", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxControl", "MQTTBridge"], path: "bench/Sources"),
 
-        .testTarget(name: "SoundboxTests", dependencies: ["Soundbox"]),
+        // Helpers shared by the test targets.
+        .target(name: "TestSupport", path: "Tests/Support"),
+        .testTarget(name: "SoundboxTests", dependencies: ["Soundbox", "TestSupport"]),
         .testTarget(name: "AudioTests", dependencies: ["Soundbox", "SoundboxAudio"]),
         .testTarget(name: "CLITests", dependencies: ["Soundbox", "soundboxctl"]),
         .testTarget(name: "StoreTests", dependencies: ["Soundbox", "SoundboxStore"]),
-        .testTarget(name: "DaemonTests", dependencies: ["Soundbox", "SoundboxStore", "SoundboxControl", "MQTTBridge", "soundboxd", "soundboxctl"]),
+        .testTarget(name: "DaemonTests", dependencies: ["Soundbox", "SoundboxStore", "SoundboxControl", "MQTTBridge", "TestSupport", "soundboxd", "soundboxctl"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 import MQTTBridge
 import Soundbox
 import SoundboxStore
@@ -137,7 +138,7 @@ final class Link {
     @Test func hostilePayloadsAreRejectedAndTheQueueFlows() throws {
         let link = try Link()
         try link.start()
-        var rng = SplitMix(seed: 42)
+        var rng = SplitMix64(seed: 42)
         let good = (1...40).map { "G\($0)" }
         var hostileCount = 0
         var g = 0
@@ -209,24 +210,12 @@ final class Link {
     }
 }
 
-/// Deterministic generator of malformed payment payloads.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-}
 
+/// Deterministic generator of malformed payment payloads.
 enum Hostile {
     static let valid = Array(#"{"id":"H","amount":"12.34","channel":"alipay","ts":1764415000}"#.utf8)
 
-    static func payload(_ i: Int, _ rng: inout SplitMix) -> String {
+    static func payload(_ i: Int, _ rng: inout SplitMix64) -> String {
         let id = "X\(i)"
         switch i % 12 {
         case 0: return String(repeating: "[", count: 2000) + String(repeating: "]", count: 2000)

@@ -1,4 +1,5 @@
 import Testing
+import TestSupport
 @testable import Soundbox
 
 private func amount(_ text: String) throws -> Amount { try Amount.parse(text, max: .wordsMax) }
@@ -106,17 +107,6 @@ func randomAmount(_ rng: inout SplitMix64) -> Amount {
     return Amount(minorUnits: max(v, 1))
 }
 
-struct SplitMix64 {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 /// Reverse of the zh-CN grammar, written independently: positional value
 /// of each digit from the unit after it; 万 and 亿 close a section.

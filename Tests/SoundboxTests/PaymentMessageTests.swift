@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 import Soundbox
 
 /// The payment message (docs/DESIGN.md §2 "Payment") and the strict JSON
@@ -434,7 +435,7 @@ import Soundbox
         /// expects: accepted only with the exact payment, rejected with a
         /// non-empty reason and the id whenever it could be read.
         @Test func generatedPayloadsAllGetTheRightAnswer() {
-            var rng = PayloadRNG(seed: 0x50_55_4E_44_42_4F_58)
+            var rng = SplitMix64(seed: 0x50_55_4E_44_42_4F_58)
             let cases = HostileCorpus.structured(count: 6000, rng: &rng)
                 + HostileCorpus.mutations(count: 6000, rng: &rng)
                 + HostileCorpus.fixed()
@@ -451,7 +452,7 @@ import Soundbox
         /// must catch a parser that returns a wrong answer: one that accepts a
         /// bad amount, reads an amount through a Double, or gives no reason.
         @Test func auditCatchesBrokenParsers() {
-            var rng = PayloadRNG(seed: 7)
+            var rng = SplitMix64(seed: 7)
             let cases = HostileCorpus.structured(count: 2000, rng: &rng) + HostileCorpus.mutations(count: 2000, rng: &rng)
             func real(_ b: [UInt8]) -> Result<Payment, PaymentRejection> { PaymentMessage.parse(b, maxAmount: .defaultPaymentMax) }
             #expect(HostileCorpus.audit(cases, parse: real).failures.isEmpty)
@@ -490,18 +491,6 @@ import Soundbox
 
 // MARK: - The hostile corpus and its independent reference
 
-/// A fixed-seed generator (SplitMix64): the same payloads on every run.
-private struct PayloadRNG: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 private enum HostileCorpus {
     static let maxMinor: Int64 = 9_999_999_999
@@ -690,7 +679,7 @@ private enum HostileCorpus {
         var apply: (inout Payment) -> Void = { _ in }
     }
 
-    static func structured(count: Int, rng: inout PayloadRNG) -> [Case] {
+    static func structured(count: Int, rng: inout SplitMix64) -> [Case] {
         let limit = "amount is above the limit of 99999999.99"
         let amountNaN = Option(json: "NaN", problem: "NaN and Infinity are not JSON", breaksJSON: true)
         let ids: [(json: String?, id: String?, problem: String?)] = [
@@ -863,7 +852,7 @@ private enum HostileCorpus {
 
     // MARK: Mutated payloads, judged by the reference
 
-    static func mutations(count: Int, rng: inout PayloadRNG) -> [Case] {
+    static func mutations(count: Int, rng: inout SplitMix64) -> [Case] {
         let seeds = [
             design,
             #"{"id":"T1","amount_minor":12345,"channel":"wechat"}"#,
