@@ -211,7 +211,8 @@ final class Scheduler: @unchecked Sendable {
         case .summary:
             let lang = config[.voiceLang]
             let midnight = SystemClock.localMidnightMs()
-            let (count, total) = (try? store?.summary(since: midnight)) ?? nil ?? (0, 0)
+            var count = 0, total: Int64 = 0
+            if let store, let today = try? store.summary(since: midnight) { (count, total) = today }
             let clips = (try? bank.load(lang))?.grammar.summary(count: count, total: Amount(minorUnits: total)) ?? []
             log.info("summary", ["count": "\(count)"])
             job.complete(play(clips, lang: lang, config: config, payment: false).map { _ in 0 })
