@@ -17,6 +17,9 @@ final class Panel: @unchecked Sendable {
     private var gestures: Gestures
     private let debounce: Double
     private var stopPipe: [Int32] = [-1, -1]
+    /// The mute switch moved at this time: its level counts once it has
+    /// been still for the debounce time.
+    private var muteSettlesAt: Double?
 
     init(context: Context, backend: any GPIOBackend, config: Config) {
         self.context = context
@@ -66,6 +69,10 @@ final class Panel: @unchecked Sendable {
         var lastPattern: LEDPattern?
         while true {
             let now = SystemClock.monotonic()
+            if let due = muteSettlesAt, now >= due, let mute {
+                muteSettlesAt = nil
+                if let on = try? mute.level() { setMuted(on) }
+            }
             // LED: steady states are set once; blinking toggles on a timer.
             let report = StatusReport.make(context)
             let connected = !context.link.withLock { $0.enabled } || context.link.withLock { $0.connected }
@@ -85,11 +92,12 @@ final class Panel: @unchecked Sendable {
             var fds = [pollfd(fd: stopPipe[0], events: Int16(POLLIN), revents: 0)]
             fds += ([mute].compactMap { $0 } + buttons.map(\.1)).map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
             // Steady LED and no held button: only a slow look at the LED state.
-            let deadlines = [gestures.nextDeadline, nextBlink].compactMap { $0 }
+            let deadlines = [gestures.nextDeadline, nextBlink, muteSettlesAt].compactMap { $0 }
             let wait = deadlines.min().map { max(0, $0 - now) } ?? 5
             _ = poll(&fds, nfds_t(fds.count), Int32(min(wait, 5) * 1000))
             if fds[0].revents != 0 { return }
-            if let mute, let edges = try? mute.readEdges(), let last = edges.last { setMuted(last.active) }
+            // A bouncing switch: wait until it has been still, then read its level.
+            if let mute, let edges = try? mute.readEdges(), !edges.isEmpty { muteSettlesAt = SystemClock.monotonic() + debounce }
             for (button, line) in buttons {
                 for e in (try? line.readEdges()) ?? [] {
                     for action in gestures.edge(button, pressed: e.active, at: e.time) { perform(action) }
