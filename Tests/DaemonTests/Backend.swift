@@ -87,14 +87,17 @@ final class Backend: MQTTClientDelegate, @unchecked Sendable {
     }
     var isConnected: Bool { cond.lock(); defer { cond.unlock() }; return connected }
 
-    /// Like a real backend: until every id has a `played` receipt, re-send
-    /// the payments that have no receipt at all, every `every` seconds.
+    /// Like a real backend: re-send, every `every` seconds, each payment
+    /// the device has not answered `played` or `duplicate` (a receipt sent
+    /// while the backend itself was cut off from a restarted broker is
+    /// gone; the re-sent payment's `duplicate` then says the device has it).
     @discardableResult
-    func payUntilPlayed(_ ids: [String], amount: String = "7.77", every: Double = 2, timeout: Double = 90) -> Bool {
+    func payUntilAcknowledged(_ ids: [String], amount: String = "7.77", every: Double = 2, timeout: Double = 90) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
+        let final: Set<String> = ["played", "duplicate"]
         while Date() < deadline {
-            for id in ids where receipts(for: id).isEmpty { try? pay(id: id, amount: amount) }
-            if waitForReceipts(ids, ["played"], timeout: every) { return true }
+            for id in ids where !receipts(for: id).contains(where: final.contains) { try? pay(id: id, amount: amount) }
+            if waitForReceipts(ids, final, timeout: every) { return true }
         }
         return false
     }

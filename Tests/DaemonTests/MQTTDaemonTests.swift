@@ -253,8 +253,9 @@ enum Hostile {
         try link.broker.restart()
         #expect(link.backend.waitUntil(timeout: 30) { link.backend.isConnected })
         for id in ids.dropFirst(100) { try? link.backend.pay(id: id, amount: "2.22") }
-        #expect(link.backend.payUntilPlayed(ids, amount: "2.22"))
+        #expect(link.backend.payUntilAcknowledged(ids, amount: "2.22"))
         #expect(link.daemon.log(run: 1).contains("mqtt: disconnected"))
+        #expect(try link.daemon.request("idle", "60").ack == nil)
         _ = link.daemon.stop()
         let entries = try link.entries()
         #expect(entries.count == 200)
