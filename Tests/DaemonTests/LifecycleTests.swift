@@ -212,6 +212,23 @@ import SoundboxStore
         #expect(LogEvents(log).ids("played") == ["G1"])
     }
 
+    /// Muting in the middle of an announcement cuts it (within one output
+    /// period) and records the payment `muted`, with its receipt.
+    @Test func muteMidAnnouncementCutsIt() throws {
+        let scratch = Scratch()
+        let daemon = try Daemon(dir: scratch.path, config: ["audio.null_realtime": "true"])
+        try daemon.start()
+        _ = try daemon.request("say", "99999999.99", "--id", "CUT")   // ~9 s of speech
+        try daemon.until("status") { $0["state"] == "speaking" }
+        let t = Date()
+        _ = try daemon.request("config", "set", "audio.mute", "true")
+        #expect(try daemon.request("idle", "10").ack == nil)
+        #expect(Date().timeIntervalSince(t) < 2, "cut, not finished")
+        #expect(daemon.stop().0 == 0)
+        #expect(try Store(path: daemon.database).entry(id: "CUT")?.state == .muted)
+        #expect(try Store(path: daemon.database).outbox(limit: 10).map(\.payload).contains { $0.hasPrefix(#"{"id":"CUT","status":"muted""#) })
+    }
+
     /// Mute records payments as `muted`, not spoken; they stay replayable.
     @Test func muteRecordsWithoutSpeaking() throws {
         let scratch = Scratch()
