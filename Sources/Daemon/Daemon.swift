@@ -14,9 +14,10 @@ public enum Daemon {
                soundboxd --check-config [--config FILE]
                soundboxd --version | --help
 
-        The payment soundbox daemon: keeps payments in a durable queue
-        (DIR/soundbox.db), speaks them one at a time, and serves soundboxctl
-        on the control socket. Settings: /etc/soundbox/soundbox.conf
+        The payment soundbox daemon: takes payments from the bank's broker
+        (MQTT), keeps them in a durable queue (DIR/soundbox.db), speaks them
+        one at a time, obeys the mute switch and volume buttons (GPIO), and
+        serves soundboxctl on the control socket. Settings: /etc/soundbox/soundbox.conf
         (docs/config.md); each path can be overridden here.
 
           --config FILE     settings file (default /etc/soundbox/soundbox.conf, if present)

@@ -24,8 +24,8 @@ let usage = """
       config set KEY VALUE
                       change a setting (validated and kept across restarts)
       test-audio      speak the test prompt and a sample amount now
-      doctor          health checks (audio, voice, database, disk, clock), each
-                      OK, WARN or FAIL with a hint
+      doctor          health checks (audio, voice, broker, gpio, database, disk,
+                      clock), each OK, WARN or FAIL with a hint
       wait [--timeout S]
                       wait until nothing is queued or speaking (default 60 s)
 
