@@ -17,7 +17,7 @@ struct Context: Sendable {
     let started: Double
     let environment: [String: String]
     /// The broker link's state, kept by the uplink.
-    let link: LinkMonitor
+    let link: Shared<LinkStatus>
     /// GPIO lines that could not be had, for doctor (empty: all fine).
     let gpio: Shared<[String]>
 
@@ -307,12 +307,6 @@ struct StatusReport {
         if uptime { f.append(#""uptime_s":\#(self.uptime)"#) }
         return "{" + f.joined(separator: ",") + "}"
     }
-}
-
-/// The broker link's state, shared by the uplink (writer) and status/doctor.
-final class LinkMonitor: Sendable {
-    private let state = Mutex(LinkStatus())
-    func withLock<T>(_ body: (inout LinkStatus) -> T) -> T { state.withLock { body(&$0) } }
 }
 
 /// A value shared between threads.

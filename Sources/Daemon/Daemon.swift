@@ -100,7 +100,7 @@ public enum Daemon {
 
         let context = Context(settings: settings, store: store, storeError: storeError, backlog: backlog, ingest: ingest,
                               scheduler: scheduler, voiceReport: voiceReport, voiceOK: voiceOK, started: started,
-                              environment: environment, link: LinkMonitor(), gpio: Shared([]))
+                              environment: environment, link: Shared(LinkStatus()), gpio: Shared([]))
         // 4. The broker link: payments in, receipts and status out.
         var uplink: Uplink?
         var uplinkThread: ServiceThread?

@@ -136,7 +136,7 @@ func show(_ command: OnlineCommand, _ reply: ControlReply, _ out: Output) throws
 
 /// Reply keys whose values are integers or booleans in JSON; every other
 /// value stays a string, whatever it looks like (an id "12345" is text).
-let integerKeys: Set<String> = ["volume", "queue_depth", "uptime_s", "seq", "plays", "duration_ms", "accepted_at", "updated_at"]
+let integerKeys: Set<String> = ["volume", "queue_depth", "uptime_s", "seq", "plays", "duration_ms", "accepted_at", "updated_at", "receipts_pending"]
 let booleanKeys: Set<String> = ["muted", "durable", "clock_synced"]
 
 /// A record or flat reply as a JSON object with typed values.

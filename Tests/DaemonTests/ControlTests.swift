@@ -52,6 +52,7 @@ struct CtlRun {
         #expect(j["durable"] as? Bool == true)
         #expect(j["muted"] as? Bool == false)
         #expect(j["output"] as? String == "null")
+        #expect(j["receipts_pending"] as? Int == 0)
 
         (rc, j) = try ctl("say", "120000.50", "--channel", "alipay", "--id", "J1")
         #expect(rc == 0 && j["status"] as? String == "queued" && j["durable"] as? Bool == true)
