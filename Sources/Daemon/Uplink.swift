@@ -28,8 +28,18 @@ final class Uplink: MQTTClientDelegate, @unchecked Sendable {
         var inflight: [Int32: Int64] = [:]
         /// mid → receipt held only in memory (storage failing).
         var inflightMemory: [Int32: Receipt] = [:]
-        /// PUBACKs that arrived before we recorded their mid.
-        var earlyAcks: Set<Int32> = []
+        /// PUBACKs that arrived before we recorded their mid (a publish
+        /// and its PUBACK can race on loopback), with when they came. Only
+        /// fresh ones count: a late PUBACK of a message libmosquitto re-sent
+        /// after a reconnect must not, 65,536 messages later, acknowledge
+        /// another receipt whose mid wrapped around to it.
+        var earlyAcks: [Int32: Double] = [:]
+
+        /// Takes an early PUBACK for `mid` if one came in the last second.
+        mutating func takeEarlyAck(_ mid: Int32) -> Bool {
+            guard let t = earlyAcks.removeValue(forKey: mid) else { return false }
+            return SystemClock.monotonic() - t < 1
+        }
         /// Outbox rows acknowledged, to delete.
         var acked: [Int64] = []
         /// Highest outbox row sent on this connection.
@@ -86,7 +96,7 @@ final class Uplink: MQTTClientDelegate, @unchecked Sendable {
         let wasConnected = state.withLock { s -> Bool in
             let was = s.everConnected
             s.connected = true; s.everConnected = true
-            s.inflight = [:]; s.earlyAcks = []; s.lastSent = 0; s.lastStatus = ""
+            s.inflight = [:]; s.earlyAcks = [:]; s.lastSent = 0; s.lastStatus = ""
             return was
         }
         do {
@@ -131,7 +141,11 @@ final class Uplink: MQTTClientDelegate, @unchecked Sendable {
     func mqttPublished(mid: Int32) {
         state.withLock { s in
             if let n = s.inflight.removeValue(forKey: mid) { s.acked.append(n) }
-            else if s.inflightMemory.removeValue(forKey: mid) == nil { s.earlyAcks.insert(mid) }
+            else if s.inflightMemory.removeValue(forKey: mid) == nil {
+                let now = SystemClock.monotonic()
+                if s.earlyAcks.count > 64 { s.earlyAcks = s.earlyAcks.filter { now - $0.value < 1 } }
+                s.earlyAcks[mid] = now
+            }
         }
         events.notify()
     }
@@ -178,7 +192,7 @@ final class Uplink: MQTTClientDelegate, @unchecked Sendable {
             while sent < room, let r = context.backlog.state.withLock({ $0.receipts.isEmpty ? nil : $0.receipts.removeFirst() }) {
                 do {
                     let mid = try client.publish(topics.receipt, r.json)
-                    state.withLock { s in if !s.earlyAcks.contains(mid) { s.inflightMemory[mid] = r } else { s.earlyAcks.remove(mid) } }
+                    state.withLock { s in if !s.takeEarlyAck(mid) { s.inflightMemory[mid] = r } }
                     sent += 1
                 } catch {
                     context.backlog.state.withLock { $0.receipts.insert(r, at: 0) }
@@ -194,7 +208,7 @@ final class Uplink: MQTTClientDelegate, @unchecked Sendable {
                 guard let mid = try? client.publish(topics.receipt, item.payload) else { return }
                 state.withLock { s in
                     s.lastSent = max(s.lastSent, item.n)
-                    if s.earlyAcks.remove(mid) != nil { s.acked.append(item.n) } else { s.inflight[mid] = item.n }
+                    if s.takeEarlyAck(mid) { s.acked.append(item.n) } else { s.inflight[mid] = item.n }
                 }
                 sent += 1
             }
