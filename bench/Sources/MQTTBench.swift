@@ -66,6 +66,7 @@ func mqttBench(voices: String) throws {
         guard backend.wait(timeout: 30, { $0.played.contains(id) }) else { throw BenchError("no played receipt for \(id)") }
     }
     var latencies: [Double] = []
+    var lastID: String?
     for line in (try String(contentsOfFile: log, encoding: .utf8)).split(separator: "\n") {
         // <7>queue: speaking id=L12 ... then <7>queue: audio_start t_us=...
         if line.contains("queue: speaking id=L") { lastID = line.split(separator: " ")[2].dropFirst(3).description }
@@ -91,8 +92,6 @@ func mqttBench(voices: String) throws {
     print("publish -> first PCM frame (\(latencies.count) payments): p50 \(pct(0.5)), p99 \(pct(0.99)), max \(pct(1))   (goal p50 <= 5 ms, p99 <= 20 ms)")
     print("backlog of 5000 while offline: all durable \(String(format: "%.2f", drain)) s after start = \(Int(5000 / drain))/s   (goal >= 500/s)")
 }
-
-nonisolated(unsafe) var lastID: String?
 
 func nowUs() -> Int64 {
     var ts = timespec()
