@@ -58,6 +58,8 @@ public final class ALSAOutput: AudioOutput {
     private var pcm: OpaquePointer?
     private var openFormat: PCMFormat?
     private var periodFrames = 1024
+    /// Underruns and suspends recovered from (snd_pcm_recover), for logs.
+    public private(set) var recoveries = 0
 
     public init(device: String, retryDelays: [Double] = [0.25, 0.5, 1, 2]) {
         self.device = device
@@ -123,6 +125,7 @@ public final class ALSAOutput: AudioOutput {
                 // Underrun (-EPIPE), suspend (-ESTRPIPE) and -EINTR are
                 // recoverable; anything else (-ENODEV: unplugged) is not.
                 try check(snd_pcm_recover(pcm, Int32(r), 1), "snd_pcm_writei")
+                recoveries += 1
                 continue
             }
             done += Int(r)

@@ -258,6 +258,12 @@ final class Scheduler: @unchecked Sendable {
         defer { status.withLock { $0.speaking = false } }
         do {
             let out = try currentOutput(config)
+            let recoveredBefore = (out as? ALSAOutput)?.recoveries ?? 0
+            defer {
+                if let alsa = out as? ALSAOutput, alsa.recoveries > recoveredBefore {
+                    log.warning("audio_recovered", ["underruns": "\(alsa.recoveries - recoveredBefore)", "output": alsa.name])
+                }
+            }
             // For bench/: when the first frame goes to the output (Unix µs).
             log.debug("audio_start", ["t_us": "\(SystemClock.nowUs())", "frames": "\(samples.count)"])
             let outcome = try out.play(samples, format: bank.format) { [self] in
