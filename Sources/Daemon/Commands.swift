@@ -266,17 +266,23 @@ struct StatusReport {
         let config = c.settings.current
         let s = c.scheduler.status.withLock { $0 }
         let (memory, storageFault, memoryReceipts) = c.backlog.state.withLock { ($0.payments.count, $0.storageFault, $0.receipts.count) }
-        var faults: [String] = []
-        if storageFault != nil || c.store == nil { faults.append("storage") }
-        if s.audioFault != nil { faults.append("audio") }
-        if !c.voiceOK { faults.append("voice") }
         return StatusReport(
             speaking: s.speaking, volume: config.integer(.audioVolume), muted: c.settings.muted,
             queueDepth: ((try? c.store?.pendingCount()) ?? 0) + memory, voice: config[.voiceLang], lastID: s.lastID ?? "",
             uptime: Int(SystemClock.monotonic() - c.started), output: OutputName.of(config),
             durable: c.store != nil && storageFault == nil && memory == 0,
-            clockSynced: SystemClock.isSynchronized(environment: c.environment), faults: faults,
+            clockSynced: SystemClock.isSynchronized(environment: c.environment), faults: faults(c),
             receiptsPending: ((try? c.store?.outboxCount()) ?? 0) + memoryReceipts)
+    }
+
+    /// What is broken now: `storage`, `audio`, `voice` (no database work:
+    /// the LED asks on every turn of the panel's loop).
+    static func faults(_ c: Context) -> [String] {
+        var faults: [String] = []
+        if c.store == nil || c.backlog.state.withLock({ $0.storageFault }) != nil { faults.append("storage") }
+        if c.scheduler.status.withLock({ $0.audioFault }) != nil { faults.append("audio") }
+        if !c.voiceOK { faults.append("voice") }
+        return faults
     }
 
     var reply: ControlReply {

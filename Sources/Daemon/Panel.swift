@@ -74,9 +74,9 @@ final class Panel: @unchecked Sendable {
                 if let on = try? mute.level() { setMuted(on) }
             }
             // LED: steady states are set once; blinking toggles on a timer.
-            let report = StatusReport.make(context)
-            let connected = !context.link.withLock { $0.enabled } || context.link.withLock { $0.connected }
-            let pattern = LEDPattern.of(muted: context.settings.muted, fault: !report.faults.isEmpty, connected: connected)
+            let connected = context.link.withLock { !$0.enabled || $0.connected }
+            let pattern = LEDPattern.of(muted: context.settings.muted, fault: !StatusReport.faults(context).isEmpty,
+                                        connected: connected)
             if pattern != lastPattern {
                 lastPattern = pattern
                 ledOn = pattern != .off

@@ -104,7 +104,7 @@ final class Scheduler: @unchecked Sendable {
         AnnouncePolicy.decide(happenedAt: p.ts ?? acceptedAt / 1000, now: SystemClock.nowMs() / 1000,
                               staleAfter: config.integer(.queueStaleAfter),
                               clockSynchronized: SystemClock.isSynchronized(environment: environment),
-                              muted: config.bool(.audioMute) || settings.switchMuted.load(ordering: .relaxed))
+                              muted: settings.muted)
     }
 
     private func process(_ entry: Entry) {

@@ -220,7 +220,8 @@ final class Uplink: MQTTClientDelegate, @unchecked Sendable {
     /// second; returns how long to wait before trying again, if pending.
     private func publishStatus() -> Double? {
         guard let client, state.withLock({ $0.connected }) else { return nil }
-        let text = StatusReport.make(context).json(uptime: false)
+        let report = StatusReport.make(context)
+        let text = report.json(uptime: false)
         let now = SystemClock.monotonic()
         let wait = state.withLock { s -> Double? in
             if text == s.lastStatus { return nil }
@@ -230,7 +231,7 @@ final class Uplink: MQTTClientDelegate, @unchecked Sendable {
         guard let wait else { return nil }
         if wait > 0 { return wait }
         do {
-            try client.publish(topics.status, StatusReport.make(context).json(uptime: true), retain: true)
+            try client.publish(topics.status, report.json(uptime: true), retain: true)
             state.withLock { $0.lastStatus = text; $0.lastStatusAt = now }
         } catch {
             log.warning("status_publish_failed", ["error": error.description])

@@ -55,7 +55,7 @@ public final class Condition: @unchecked Sendable {
     }
 }
 
-/// Starts a detached-free POSIX thread running `body`; `join` waits for it.
+/// A joinable POSIX thread running `body`; `join` waits for it, bounded.
 public final class ServiceThread: @unchecked Sendable {
     private var thread = pthread_t()
     private let done = Condition()
