@@ -41,8 +41,8 @@ let package = Package(
         // Helpers shared by the test targets.
         .target(name: "TestSupport", path: "Tests/Support"),
         .testTarget(name: "SoundboxTests", dependencies: ["Soundbox", "TestSupport"]),
-        .testTarget(name: "AudioTests", dependencies: ["Soundbox", "SoundboxAudio"]),
-        .testTarget(name: "CLITests", dependencies: ["Soundbox", "soundboxctl"]),
+        .testTarget(name: "AudioTests", dependencies: ["Soundbox", "SoundboxAudio", "TestSupport"]),
+        .testTarget(name: "CLITests", dependencies: ["Soundbox", "soundboxctl", "TestSupport"]),
         .testTarget(name: "StoreTests", dependencies: ["Soundbox", "SoundboxStore"]),
         .testTarget(name: "DaemonTests", dependencies: ["Soundbox", "SoundboxStore", "SoundboxControl", "MQTTBridge", "TestSupport", "soundboxd", "soundboxctl"]),
     ],

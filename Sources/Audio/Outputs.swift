@@ -19,6 +19,15 @@ public protocol AudioOutput: AnyObject {
     /// Plays `samples` and returns when they have been played (or dropped).
     /// `shouldStop` is polled once per period, about every 20–50 ms.
     func play(_ samples: [Int16], format: PCMFormat, shouldStop: () -> Bool) throws(AudioError) -> PlayOutcome
+    /// Underruns and suspends recovered from so far (0 for outputs without a device).
+    var recoveries: Int { get }
+    /// Lets go of the device or file; the next `play` opens it again if needed.
+    func close()
+}
+
+extension AudioOutput {
+    public var recoveries: Int { 0 }
+    public func close() {}
 }
 
 /// Which output to build; from config (`audio.output`, `audio.device`,
@@ -33,7 +42,7 @@ public enum OutputChoice: Sendable, Equatable {
     public init(_ config: Config) {
         switch config[.audioOutput] {
         case "wav": self = .wav(path: config[.audioWavFile])
-        case "null": self = .null(realtime: config.bool(.audioNullRealtime))
+        case "null": self = .null(realtime: config[.audioNullRealtime])
         default: self = .alsa(device: config[.audioDevice])
         }
     }

@@ -31,25 +31,54 @@ public struct Rendition: Sendable {
 /// All voice packs of one folder, decoded once into one PCM format. Turning
 /// clip names into a sentence is then only copying (see bench/). Use
 /// from one thread at a time.
+///
+/// Packs are known by their folder names in the bank's catalog (found when
+/// the bank is made): a name is looked up there — exactly, or ignoring case
+/// — and anything else (a path, `zh-CN/.`) is not a pack. So each
+/// installed pack is decoded at most once, whatever spellings are asked for.
 public final class VoiceBank {
     public let directory: String
     public let format: PCMFormat
-    /// Packs by name, each with its fallback chain, loaded on demand.
+    /// The installed packs (rescanned once when a name is not found, for
+    /// tools that create packs after making the bank).
+    public private(set) var catalog: VoiceCatalog
+    /// Packs by canonical name, each with its fallback chain, loaded on demand.
     public private(set) var packs: [String: LoadedPack] = [:]
     /// The built-in chime in this bank's format.
     public let chime: [Int16]
 
-    public init(directory: String, format: PCMFormat = .standard) {
-        self.directory = directory
+    public convenience init(directory: String, format: PCMFormat = .standard) {
+        self.init(catalog: VoiceCatalog.scan(directory: directory), format: format)
+    }
+
+    public init(catalog: VoiceCatalog, format: PCMFormat = .standard) {
+        self.catalog = catalog
+        directory = catalog.directory
         self.format = format
         chime = Chime.samples(format: format)
     }
 
+    /// The canonical name of an installed pack, or nil.
+    public func canonical(_ name: String) -> String? {
+        if let found = catalog.canonical(name) { return found }
+        guard ConfigKey.Kind.packName.parse(name) != nil else { return nil }
+        let rescanned = VoiceCatalog.scan(directory: directory)
+        guard rescanned.canonical(name) != nil else { return nil }
+        catalog = rescanned
+        return rescanned.canonical(name)
+    }
+
     /// Loads a pack and its fallback chain (cycles are cut). A clip that
     /// fails to decode does not fail the pack: it is listed in `broken`
-    /// and rendering falls back. Only an unreadable manifest throws.
+    /// and rendering falls back. Throws for a name that is not an installed
+    /// pack and for an unreadable manifest.
     @discardableResult
-    public func load(_ name: String) throws(VoicePackError) -> LoadedPack {
+    public func load(_ requested: String) throws(VoicePackError) -> LoadedPack {
+        guard let name = canonical(requested) else {
+            if let why = catalog.problems[requested] { throw VoicePackError(path: directory + "/" + requested, message: why) }
+            let installed = catalog.names.isEmpty ? "none" : catalog.names.joined(separator: ", ")
+            throw VoicePackError(path: directory, message: "no voice pack named '\(requested)' is installed (installed: \(installed))")
+        }
         if let p = packs[name] { return p }
         let dir = directory + "/" + name
         let manifest = try VoicePackManifest.load(directory: dir)
@@ -69,7 +98,7 @@ public final class VoiceBank {
         for clip in manifest.missingClips { broken[clip] = "not in manifest.json" }
         let pack = LoadedPack(name: name, directory: dir, manifest: manifest, clips: clips, broken: broken)
         packs[name] = pack
-        if let fb = manifest.fallback, packs[fb] == nil, fb != name {
+        if let fb = manifest.fallback, fb != name, canonical(fb).map({ packs[$0] == nil }) ?? false {
             _ = try? load(fb)   // a missing fallback pack only means more chimes; `voice check` reports it
         }
         return pack
@@ -78,8 +107,9 @@ public final class VoiceBank {
     /// The PCM for a sentence in a pack's voice, at a volume 0...10: clips
     /// joined with the pack's gap. A clip the pack lacks comes from its
     /// fallback chain, else the built-in chime.
-    public func render(_ clips: [String], pack name: String, volume: Int) throws(VoicePackError) -> Rendition {
-        let pack = try load(name)
+    public func render(_ clips: [String], pack requested: String, volume: Int) throws(VoicePackError) -> Rendition {
+        let pack = try load(requested)
+        let name = pack.name
         let gap = format.frames(milliseconds: pack.manifest.gap) * format.channels
         var parts: [[Int16]] = []
         var substitutions: [Rendition.Substitution] = []
@@ -106,7 +136,7 @@ public final class VoiceBank {
         var current: LoadedPack? = pack
         while let p = current, seen.insert(p.name).inserted {
             if let pcm = p.clips[clip] { return (pcm, p.name) }
-            current = p.manifest.fallback.flatMap { packs[$0] }
+            current = p.manifest.fallback.flatMap { catalog.canonical($0) }.flatMap { packs[$0] }
         }
         return (chime, nil)
     }

@@ -40,9 +40,17 @@ public struct VoiceCheckReport: Sendable, Encodable {
         }
         report.grammar = manifest.grammar
         report.clips = manifest.clips.count
-        let bank = VoiceBank(directory: parent.isEmpty ? "/" : parent,
+        if ConfigKey.Kind.packName.parse(name) == nil {
+            report.warnings.append(.init(clip: nil, problem: "folder name '\(name)' is not a pack name soundboxd loads (1-32 letters, digits, '-' or '_')"))
+        }
+        // This folder alone, under its own name, whatever it is.
+        let bank = VoiceBank(catalog: VoiceCatalog(directory: parent.isEmpty ? "/" : parent, packs: [name: manifest]),
                              format: PCMFormat(sampleRate: manifest.format.sampleRate, channels: manifest.format.channels))
-        guard let pack = try? bank.load(name) else { return report }
+        let pack: LoadedPack
+        do { pack = try bank.load(name) } catch {
+            report.errors.append(.init(clip: nil, problem: error.description))
+            return report
+        }
         for (clip, why) in pack.broken.sorted(by: { $0.key < $1.key }) {
             report.errors.append(.init(clip: clip, problem: why))
         }

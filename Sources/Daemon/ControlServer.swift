@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 import Soundbox
 import SoundboxThreads
 
@@ -10,75 +11,320 @@ struct DaemonError: Error, CustomStringConvertible {
 
 /// The control socket (docs/control-protocol.md): accepts connections on
 /// its own thread, one thread per client, peer credentials checked.
+///
+/// Clients cannot exhaust the daemon: at most `maxClients` are served at
+/// once (the next one gets a "busy" ACK and is closed), a client that sends
+/// no complete request line within `idleTimeout` (or does not take its
+/// reply within it) is closed, and the accept loop never ends on an error
+/// other than `stop` (out of descriptors: it logs, waits, and goes on).
 final class ControlServer: @unchecked Sendable {
+    static let defaultMaxClients = 32
+    static let defaultIdleTimeout = 30.0
+    /// Test knob (environment only): the idle timeout in seconds, 0.1-3600.
+    static let idleTimeoutVariable = "SOUNDBOX_CONTROL_IDLE_S"
+    /// Descriptors left for everything but the control socket (database,
+    /// audio output, voices, broker) when the descriptor limit is low.
+    static let reservedDescriptors = 32
+    /// Seconds between two log lines about the same recurring condition.
+    static let logInterval = 60.0
+
     let path: String
+    /// Clients served at once: `defaultMaxClients`, fewer when the
+    /// descriptor limit at start leaves less than `reservedDescriptors`.
+    let maxClients: Int
+    /// Seconds a client may take to send a complete request line, or to
+    /// take a reply.
+    let idleTimeout: Double
     private let fd: Int32
+    private let socketID: (dev: UInt, ino: UInt)
     private let groupID: gid_t?
     private let commands: Commands
     private let log = Log("control")
+    private let slots = Condition()
+    private var active = 0                       // guarded by slots
+    private let stopping = Atomic<Bool>(false)
+    private let closed = Atomic<Bool>(false)
+    private let dropLog = Mutex(LogThrottle(interval: ControlServer.logInterval))
 
     /// Binds the socket (mode 0660, group `group` if it exists). A live
-    /// socket at `path` means another soundboxd: refused. A stale one is
-    /// replaced.
-    init(path: String, group: String, commands: Commands) throws(DaemonError) {
+    /// socket at `path` means another soundboxd: refused. A stale socket is
+    /// replaced; anything else at `path` (a file, a symbolic link, a
+    /// directory) is left alone and the server refuses to start.
+    init(path: String, group: String, commands: Commands,
+         maxClients: Int = ControlServer.defaultMaxClients, idleTimeout: Double? = nil) throws(DaemonError) {
         self.path = path
         self.commands = commands
         groupID = getgrnam(group).map { $0.pointee.gr_gid }
-        if access(path, F_OK) == 0 {
-            if let probe = try? UnixSocket.connect(path) {
-                _ = probe
-                throw DaemonError("another soundboxd is already listening on \(path)")
-            }
-            unlink(path)
+        var limit = rlimit()
+        var room = Int.max
+        if getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0 && limit.rlim_cur < rlim_t(Int.max) {
+            room = Int(limit.rlim_cur) - Self.reservedDescriptors
         }
-        let dir = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
-        if !dir.isEmpty { mkdir(dir, 0o755) }
-        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw .errno("socket") }
-        guard var addr = UnixSocket.address(path) else { close(fd); throw DaemonError("socket path too long: \(path)") }
+        self.maxClients = max(1, min(maxClients, room))
+        self.idleTimeout = idleTimeout ?? Self.configuredIdleTimeout(Log("control"))
+        if self.maxClients < maxClients {
+            Log("control").warning("clients_limited", ["max": "\(self.maxClients)", "descriptors": "\(limit.rlim_cur)"])
+        }
+
+        try Self.clearPath(path)
+        let sock = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard sock >= 0 else { throw .errno("socket") }
+        guard var addr = UnixSocket.address(path) else { close(sock); throw DaemonError("socket path too long: \(path)") }
         let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(sock, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
-        guard rc == 0 else { let e = DaemonError.errno("bind(\(path))"); close(fd); throw e }
+        guard rc == 0 else { let e = DaemonError.errno("bind(\(path))"); close(sock); throw e }
+        var st = stat()
+        lstat(path, &st)
         chmod(path, 0o660)
         if let groupID { chown(path, uid_t.max, groupID) }   // uid_t.max = (uid_t)-1: keep the owner
-        guard listen(fd, 16) == 0 else { let e = DaemonError.errno("listen"); close(fd); throw e }
+        guard listen(sock, 64) == 0 else { let e = DaemonError.errno("listen"); close(sock); unlink(path); throw e }
+        fd = sock
+        socketID = (UInt(st.st_dev), UInt(st.st_ino))
     }
 
-    /// Accept loop; returns after `stop`.
-    func run() {
-        while true {
-            let client = accept(fd, nil, nil)
-            if client < 0 {
-                if errno == EINTR || errno == ECONNABORTED { continue }
-                break   // shut down
+    deinit { closeListener() }
+
+    /// Raises the soft RLIMIT_NOFILE to the hard limit (at most `ceiling`),
+    /// so that the audio output, the database and the broker link find
+    /// descriptors whatever else happens. Called once at start. Returns the
+    /// soft limit now in force.
+    @discardableResult
+    static func reserveDescriptors(ceiling: rlim_t = 65536) -> rlim_t {
+        let log = Log("daemon")
+        let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
+        var limit = rlimit()
+        guard getrlimit(resource, &limit) == 0 else { return 0 }
+        let target = min(limit.rlim_max, ceiling)
+        if limit.rlim_cur < target {
+            let was = limit.rlim_cur
+            limit.rlim_cur = target
+            if setrlimit(resource, &limit) == 0 {
+                log.info("descriptors", ["limit": "\(target)", "was": "\(was)"])
+                return target
             }
-            _ = fcntl(client, F_SETFD, FD_CLOEXEC)
-            ServiceThread.detached { [self] in serve(client) }
+            log.warning("descriptors_not_raised", ["limit": "\(was)", "error": String(cString: strerror(errno))])
+            return was
+        }
+        return limit.rlim_cur
+    }
+
+    static func configuredIdleTimeout(_ log: Log) -> Double {
+        guard let raw = getenv(idleTimeoutVariable) else { return defaultIdleTimeout }
+        let text = String(cString: raw)
+        guard let seconds = Double(text), seconds >= 0.1, seconds <= 3600 else {
+            log.warning("ignored", ["variable": idleTimeoutVariable, "value": text, "expected": "seconds 0.1-3600"])
+            return defaultIdleTimeout
+        }
+        return seconds
+    }
+
+    // MARK: - The socket's path
+
+    /// Makes room for the socket at `path`: creates its directory (one
+    /// level, mkdir only) when missing, removes a stale socket, and refuses
+    /// anything else. Never follows a symbolic link at `path`.
+    static func clearPath(_ path: String) throws(DaemonError) {
+        let dir = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
+        if !dir.isEmpty {
+            var st = stat()
+            if stat(dir, &st) != 0 {
+                guard errno == ENOENT else { throw DaemonError("cannot use \(dir) for the control socket: \(errorText())") }
+                if lstat(dir, &st) == 0 {
+                    throw DaemonError("\(dir) is \(kind(st, dir)), not a directory; cannot create the control socket \(path) in it")
+                }
+                guard mkdir(dir, 0o755) == 0 || errno == EEXIST else {
+                    throw DaemonError("cannot create the directory \(dir) for the control socket: \(errorText())")
+                }
+                guard stat(dir, &st) == 0 else { throw DaemonError("cannot use \(dir) for the control socket: \(errorText())") }
+            }
+            guard st.st_mode & S_IFMT == S_IFDIR else {
+                throw DaemonError("\(dir) is \(kind(st, dir)), not a directory; cannot create the control socket \(path) in it")
+            }
+        }
+        var st = stat()
+        guard lstat(path, &st) == 0 else {
+            if errno == ENOENT { return }
+            throw DaemonError("cannot use \(path) for the control socket: \(errorText())")
+        }
+        guard st.st_mode & S_IFMT == S_IFSOCK else {
+            throw DaemonError("\(path) is \(kind(st, path)), not a socket; refusing to replace it")
+        }
+        switch UnixSocket.probe(path) {
+        case 0:
+            throw DaemonError("another soundboxd is already listening on \(path)")
+        case ECONNREFUSED:
+            // Stale: nobody listens. Remove it only if it is still that socket.
+            var again = stat()
+            if lstat(path, &again) == 0 && again.st_dev == st.st_dev && again.st_ino == st.st_ino {
+                guard unlink(path) == 0 else { throw DaemonError("cannot remove the stale socket \(path): \(errorText())") }
+            }
+        case let e:
+            throw DaemonError("cannot tell whether something listens on \(path): \(errorText(e)); refusing to replace it")
         }
     }
 
-    func stop() {
-        shutdown(fd, Int32(SHUT_RDWR))
-        close(fd)
-        unlink(path)
+    /// "a regular file", "a symbolic link to X", ...
+    static func kind(_ st: stat, _ path: String) -> String {
+        switch st.st_mode & S_IFMT {
+        case S_IFREG: return "a regular file"
+        case S_IFDIR: return "a directory"
+        case S_IFLNK:
+            var target = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+            let n = readlink(path, &target, target.count - 1)
+            guard n >= 0 else { return "a symbolic link" }
+            return "a symbolic link (to \(String(decoding: target[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)))"
+        case S_IFIFO: return "a FIFO"
+        case S_IFCHR: return "a character device"
+        case S_IFBLK: return "a block device"
+        case S_IFSOCK: return "a socket"
+        default: return "not a socket"
+        }
     }
+
+    // MARK: - Accepting
+
+    /// Accept loop; returns after `stop`, and only then.
+    func run() {
+        defer { closeListener() }
+        var outOfDescriptors = LogThrottle(interval: Self.logInterval)
+        var otherErrors = LogThrottle(interval: Self.logInterval)
+        var busy = LogThrottle(interval: Self.logInterval)
+        var failures = 0
+        while !stopping.load(ordering: .acquiring) {
+            let client = accept(fd, nil, nil)
+            if client < 0 {
+                let e = errno
+                if stopping.load(ordering: .acquiring) { break }
+                switch e {
+                case EINTR, ECONNABORTED, EPROTO:
+                    continue
+                case EMFILE, ENFILE, ENOMEM, ENOBUFS:
+                    // Out of descriptors or memory: the pending client waits
+                    // in the backlog until a client leaves (or 100 ms pass).
+                    failures += 1
+                    if let skipped = outOfDescriptors.admit() {
+                        log.error("accept_failed", ["error": errorText(e), "clients": "\(clients)",
+                                                    "action": "waiting", "repeats_not_logged": "\(skipped)"])
+                    }
+                    waitForSlot(timeout: 0.1)
+                default:
+                    failures += 1
+                    if let skipped = otherErrors.admit() {
+                        log.error("accept_failed", ["error": errorText(e), "action": "retrying", "repeats_not_logged": "\(skipped)"])
+                    }
+                    waitForSlot(timeout: 0.1)
+                }
+                continue
+            }
+            _ = fcntl(client, F_SETFD, FD_CLOEXEC)
+            if failures > 0 {
+                log.info("accept_recovered", ["failures": "\(failures)"])
+                failures = 0
+            }
+            guard acquireSlot() else {
+                let ack = ControlAck(.system, command: "", "too many connections (\(maxClients)); try again").line
+                _ = Array(ack.utf8).withUnsafeBytes { send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)) }
+                close(client)
+                if let skipped = busy.admit() {
+                    log.warning("busy", ["clients": "\(maxClients)", "refused_not_logged": "\(skipped)"])
+                }
+                continue
+            }
+            if !Self.spawn({ [self] in serve(client) }) {
+                releaseSlot()
+                close(client)
+                if let skipped = otherErrors.admit() {
+                    log.error("thread_failed", ["action": "client closed", "repeats_not_logged": "\(skipped)"])
+                }
+            }
+        }
+    }
+
+    /// Stops accepting (the accept loop returns) and removes the socket.
+    /// Clients being served finish on their own threads.
+    func stop() {
+        stopping.store(true, ordering: .releasing)
+        shutdown(fd, Int32(SHUT_RDWR))   // wakes accept(): EINVAL
+        slots.broadcast {}
+        var st = stat()
+        if lstat(path, &st) == 0 && UInt(st.st_dev) == socketID.dev && UInt(st.st_ino) == socketID.ino { unlink(path) }
+    }
+
+    private func closeListener() {
+        if !closed.exchange(true, ordering: .acquiringAndReleasing) { close(fd) }
+    }
+
+    /// Clients being served now.
+    var clients: Int { slots.broadcast { active } }
+
+    private func acquireSlot() -> Bool {
+        slots.broadcast {
+            guard active < maxClients else { return false }
+            active += 1
+            return true
+        }
+    }
+
+    private func releaseSlot() { slots.broadcast { active -= 1 } }
+
+    /// Waits until a client leaves, `stop`, or `timeout` seconds.
+    private func waitForSlot(timeout: Double) {
+        let now = clients
+        slots.wait(timeout: timeout) { active < now || stopping.load(ordering: .relaxed) }
+    }
+
+    /// Runs `body` on a new detached thread; false if none could be made.
+    private static func spawn(_ body: @escaping @Sendable () -> Void) -> Bool {
+        final class Box { let body: @Sendable () -> Void; init(_ b: @escaping @Sendable () -> Void) { body = b } }
+        var thread = pthread_t()
+        var attr = pthread_attr_t()
+        pthread_attr_init(&attr)
+        defer { pthread_attr_destroy(&attr) }
+        pthread_attr_setdetachstate(&attr, Int32(PTHREAD_CREATE_DETACHED))
+        let context = Unmanaged.passRetained(Box(body)).toOpaque()
+        let rc = pthread_create(&thread, &attr, { context in
+            Unmanaged<Box>.fromOpaque(context!).takeRetainedValue().body()
+            return nil
+        }, context)
+        if rc != 0 { Unmanaged<Box>.fromOpaque(context).release() }
+        return rc == 0
+    }
+
+    // MARK: - One client
 
     private func serve(_ client: Int32) {
         let conn = LineConnection(fd: client)
-        guard let peer = peerCredentials(client), allowed(peer) else {
-            conn.write(ControlAck(.permission, command: "", "permission denied").line)
-            log.warning("refused", ["uid": peerCredentials(client).map { "\($0.uid)" } ?? "?"])
-            return
+        let reason = session(conn)
+        releaseSlot()   // before the close: a client that sees the end finds its slot free
+        conn.close()
+        if let reason, let skipped = dropLog.withLock({ $0.admit() }) {
+            log.info("client_dropped", ["reason": reason, "timeout_s": "\(idleTimeout)", "others_not_logged": "\(skipped)"])
         }
-        conn.write(ControlProtocol.greetingPrefix + soundboxVersion + "\n")
-        while let line = conn.readLine(max: ControlProtocol.maxLine) {
-            switch line {
+    }
+
+    /// Serves requests until the client leaves (nil) or is dropped (why).
+    private func session(_ conn: LineConnection) -> String? {
+        let deadline = { [idleTimeout] in SystemClock.monotonic() + idleTimeout }
+        guard let peer = peerCredentials(conn.fd), allowed(peer) else {
+            _ = conn.write(ControlAck(.permission, command: "", "permission denied").line, until: deadline())
+            log.warning("refused", ["uid": peerCredentials(conn.fd).map { "\($0.uid)" } ?? "?"])
+            return nil
+        }
+        guard conn.write(ControlProtocol.greetingPrefix + soundboxVersion + "\n", until: deadline()) else { return "slow_reader" }
+        while true {
+            switch conn.readLine(max: ControlProtocol.maxLine, until: deadline()) {
+            case .end:
+                return nil
+            case .timeout:
+                return "idle"
             case .tooLong:
-                conn.write(ControlAck(.arg, command: "", "line longer than \(ControlProtocol.maxLine) bytes").line)
-                return
+                _ = conn.write(ControlAck(.arg, command: "", "line longer than \(ControlProtocol.maxLine) bytes").line, until: deadline())
+                return nil
             case .line(let text):
-                conn.write(commands.execute(text))
+                // The time a request takes (idle 60) is not idle time.
+                let reply = commands.execute(text)
+                guard conn.write(reply, until: deadline()) else { return "slow_reader" }
             }
         }
     }
@@ -106,17 +352,43 @@ final class ControlServer: @unchecked Sendable {
     }
 }
 
-/// A connected socket read line by line; closed in deinit.
+/// At most one log line per `interval` seconds for a condition that may
+/// recur thousands of times a second; the line says how many it stands for.
+struct LogThrottle {
+    let interval: Double
+    private var next = -Double.infinity
+    private var skipped = 0
+
+    init(interval: Double) { self.interval = interval }
+
+    /// nil: stay quiet. Otherwise log, saying how many went unlogged before.
+    mutating func admit(now: Double = SystemClock.monotonic()) -> Int? {
+        guard now >= next else { skipped += 1; return nil }
+        defer { skipped = 0; next = now + interval }
+        return skipped
+    }
+}
+
+/// A connected socket read line by line, with deadlines; closed by `close`
+/// or in deinit.
 final class LineConnection {
-    enum Line { case line(String), tooLong }
+    enum Line { case line(String), tooLong, timeout, end }
     let fd: Int32
+    private var open = true
     private var buffer: [UInt8] = []
 
     init(fd: Int32) { self.fd = fd }
-    deinit { close(fd) }
+    deinit { close() }
 
-    /// The next line without its newline; nil at end of stream.
-    func readLine(max: Int) -> Line? {
+    func close() {
+        if open { Glibc.close(fd) }
+        open = false
+    }
+
+    /// The next line without its newline; `.timeout` when it is not complete
+    /// by `deadline` (monotonic seconds), however the bytes trickle in.
+    func readLine(max: Int, until deadline: Double) -> Line {
+        var chunk = [UInt8](repeating: 0, count: 4096)
         while true {
             if let nl = buffer.firstIndex(of: UInt8(ascii: "\n")) {
                 let line = String(decoding: buffer[..<nl], as: UTF8.self)
@@ -124,21 +396,35 @@ final class LineConnection {
                 return nl > max ? .tooLong : .line(line.hasSuffix("\r") ? String(line.dropLast()) : line)
             }
             if buffer.count > max { return .tooLong }
-            var chunk = [UInt8](repeating: 0, count: 4096)
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { return nil }
+            guard wait(for: Int16(POLLIN), until: deadline) else { return .timeout }
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            if n < 0 && (errno == EINTR || errno == EAGAIN) { continue }
+            if n <= 0 { return .end }
             buffer += chunk[..<n]
         }
     }
 
-    func write(_ text: String) {
+    /// Sends all of `text` by `deadline`; false when the client did not take
+    /// it in time or went away.
+    func write(_ text: String, until deadline: Double) -> Bool {
         var bytes = Array(text.utf8)[...]
         while !bytes.isEmpty {
-            let n = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { return }
-            bytes = bytes.dropFirst(n)
+            let n = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)) }
+            if n > 0 { bytes = bytes.dropFirst(n); continue }
+            guard n < 0 && (errno == EINTR || errno == EAGAIN) else { return false }
+            guard wait(for: Int16(POLLOUT), until: deadline) else { return false }
+        }
+        return true
+    }
+
+    /// Whether `fd` became ready (or hung up: the next call says how) by `deadline`.
+    private func wait(for events: Int16, until deadline: Double) -> Bool {
+        while true {
+            let left = deadline - SystemClock.monotonic()
+            if left <= 0 { return false }
+            var pfd = pollfd(fd: fd, events: events, revents: 0)
+            let rc = poll(&pfd, 1, Int32(min(left * 1000, 3_600_000).rounded(.up)))
+            if rc > 0 || (rc < 0 && errno != EINTR) { return true }
         }
     }
 }
@@ -153,16 +439,21 @@ enum UnixSocket {
         return addr
     }
 
-    /// A connected client socket, or nil.
-    static func connect(_ path: String) throws(DaemonError) -> LineConnection {
+    /// Connects to `path` and hangs up: 0 when something listens, else the
+    /// errno (ECONNREFUSED: nobody does). Bounded to 2 s (a full backlog).
+    static func probe(_ path: String) -> Int32 {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw .errno("socket") }
-        let conn = LineConnection(fd: fd)
-        guard var addr = address(path) else { throw DaemonError("socket path too long") }
+        guard fd >= 0 else { return errno }
+        defer { close(fd) }
+        guard var addr = address(path) else { return ENAMETOOLONG }
+        var tv = timeval(tv_sec: 2, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         let rc = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
-        guard rc == 0 else { throw .errno("connect(\(path))") }
-        return conn
+        return rc == 0 ? 0 : errno
     }
 }
+
+/// The C library's text for an errno value.
+private func errorText(_ code: Int32 = errno) -> String { String(cString: strerror(code)) }

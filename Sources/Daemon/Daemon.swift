@@ -5,9 +5,10 @@ import SoundboxAudio
 import SoundboxStore
 import SoundboxThreads
 
-/// soundboxd: services started in order (store, voices, scheduler, control
-/// socket) and stopped in reverse on SIGTERM. The main thread only waits
-/// for signals and the watchdog's beat, so an idle daemon does not wake.
+/// soundboxd: services started in order (scheduler, broker link, panel,
+/// control socket) and stopped in reverse on SIGTERM, under one deadline.
+/// The main thread only waits for signals and the watchdog's beat, so an
+/// idle daemon does not wake.
 public enum Daemon {
     public static let usage = """
         Usage: soundboxd [--config FILE] [--state-dir DIR] [--socket PATH] [--voices DIR]
@@ -24,11 +25,16 @@ public enum Daemon {
           --state-dir DIR   state.dir: where soundbox.db lives
           --socket PATH     control.socket
           --voices DIR      voice.dir
-          --check-config    validate the settings and exit (0 valid, 78 invalid)
+          --check-config    validate the settings (and that voice.lang is installed) and exit (0 valid, 78 invalid)
 
-        Signals: SIGTERM/SIGINT stop (within 2 s), SIGHUP re-reads the settings file.
+        One soundboxd per state.dir: a second one exits at once (status 1).
+        Signals: SIGTERM/SIGINT stop (within 2 s), SIGHUP re-reads the settings file
+        (keys that only take effect at start are logged as needing a restart).
         Exit status: 0 stopped, 1 failed to start, 2 usage, 78 invalid configuration.
         """
+
+    /// How long a stop may take, all services together.
+    static let stopDeadline = 2.0
 
     public static func main(_ arguments: [String], environment: [String: String]) -> Int32 {
         var flags: [String: String] = [:]
@@ -46,21 +52,41 @@ public enum Daemon {
             }
         }
         let configPath = flags["--config"]
-        var file: Config
-        do {
-            file = try Config.load(path: configPath)
-            for (flag, key) in [("--state-dir", ConfigKey.stateDir), ("--socket", .controlSocket), ("--voices", .voiceDir)] {
-                if let v = flags[flag] { try? file.set(key.name, v) }
-            }
-        } catch {
+        let file: Config, voices: VoiceCatalog
+        do { (file, voices) = try load(configPath, flags: flags) } catch {
             printErr(error.description)
             return 78   // EX_CONFIG
         }
         if checkOnly { print("configuration OK"); return 0 }
-        return run(file, configPath: configPath, flags: flags, environment: environment)
+        return run(file, voices: voices, configPath: configPath, flags: flags, environment: environment)
     }
 
-    static func run(_ file: Config, configPath: String?, flags: [String: String], environment: [String: String]) -> Int32 {
+    /// The settings file with the flags on top, and the voice packs of its
+    /// voice.dir; throws if the file is invalid or names a pack that is not
+    /// installed (when any is).
+    static func load(_ configPath: String?, flags: [String: String]) throws(ConfigFileError) -> (Config, VoiceCatalog) {
+        var file = try Config.load(path: configPath)
+        for (flag, key) in [("--state-dir", TextKey.stateDir), ("--socket", .controlSocket), ("--voices", .voiceDir)] {
+            if let v = flags[flag] {
+                do { try file.set(key.key, v) } catch { throw ConfigFileError(source: flag, line: nil, error: error) }
+            }
+        }
+        let voices = VoiceCatalog.scan(directory: file[.voiceDir])
+        let lang = file[.voiceLang]
+        if let installed = voices.canonical(lang) {
+            try? file.set(TextKey.voiceLang.key, installed)
+        } else if !voices.packs.isEmpty {
+            // With no pack at all (a broken install) the daemon still runs and chimes; a typo is an error.
+            let source = configPath ?? Config.defaultPath
+            throw ConfigFileError(source: source, line: Config.line(of: TextKey.voiceLang.key, in: source),
+                                  error: .badValue(key: TextKey.voiceLang.key.name, value: lang,
+                                                   allowed: "an installed voice pack (\(voices.names.joined(separator: ", ")) in \(voices.directory))"))
+        }
+        return (file, voices)
+    }
+
+    static func run(_ file: Config, voices catalog: VoiceCatalog, configPath: String?, flags: [String: String],
+                    environment: [String: String]) -> Int32 {
         let log = Log("daemon")
         let started = SystemClock.monotonic()
         // Signals are taken synchronously by the main thread only: block
@@ -72,79 +98,76 @@ public enum Daemon {
         signal(SIGPIPE, SIG_IGN)
         signal(SIGXFSZ, SIG_IGN)   // a file-size limit then fails the write (EFBIG) instead of killing us
 
-        // 1. Store. A broken database must not become a crash loop: run on
-        //    memory and say so in status and doctor.
+        // 0. One daemon per state folder, decided before anything is opened
+        //    or connected (a second one would split the broker session).
         let stateDir = file[.stateDir]
         mkdir(stateDir, 0o750)
-        var store: Store?
-        var storeError: String?
-        do { store = try Store(path: stateDir + "/soundbox.db") } catch {
-            storeError = error.description
-            log.error("database_unavailable", ["path": stateDir + "/soundbox.db", "error": error.description])
-        }
-        let settings = Settings(file: file, store: store)
-        let config = settings.current
-
-        // 2. Voices, decoded once.
-        let bank = VoiceBank(directory: config[.voiceDir])
-        let (voiceOK, voiceReport) = loadVoices(bank, config[.voiceLang], log)
-
-        // 3. Ingest and the scheduler thread.
-        let wake = Wakeup(), outbox = Wakeup()
-        let backlog = Backlog()
-        let ingest = Ingest(store: store, backlog: backlog, settings: settings, wake: wake, outbox: outbox)
-        let scheduler = Scheduler(store: store, backlog: backlog, settings: settings, ingest: ingest, wake: wake,
-                                  bank: bank, environment: environment)
-        prune(store, config, log)
-        let schedulerThread = ServiceThread(name: "scheduler") { scheduler.run() }
-
-        let context = Context(settings: settings, store: store, storeError: storeError, backlog: backlog, ingest: ingest,
-                              scheduler: scheduler, voiceReport: voiceReport, voiceOK: voiceOK, started: started,
-                              environment: environment, link: Shared(LinkStatus()), gpio: Shared([]))
-        // 4. The broker link: payments in, receipts and status out.
-        var uplink: Uplink?
-        var uplinkThread: ServiceThread?
-        if config.bool(.mqttEnabled) {
-            let device = config[.deviceID].isEmpty ? hostname() : config[.deviceID]
-            let u = Uplink(context: context, events: outbox, device: device)
-            do { try u.start(config, device: device) } catch {
-                log.error("mqtt_failed", ["error": error.description])
-                scheduler.stop()
-                schedulerThread.join(timeout: 2)
-                return 1
-            }
-            uplink = u
-            uplinkThread = ServiceThread(name: "uplink") { u.run() }
-        }
-
-        // 5. Mute switch, buttons, LED (the box runs on without them).
-        var panel: Panel?
-        var panelThread: ServiceThread?
-        if config.bool(.gpioEnabled) {
-            let p = Panel(context: context, backend: LibgpiodV1(), config: config)
-            p.open(config)
-            if p.hasLines {
-                panel = p
-                panelThread = ServiceThread(name: "panel") { p.run() }
-            }
-        }
-
-        // 6. Control socket.
-        let server: ControlServer
-        do {
-            server = try ControlServer(path: config[.controlSocket], group: config[.controlGroup], commands: Commands(context: context))
-        } catch {
-            log.error("control_socket_failed", ["error": error.description])
-            panel?.stop()
-            uplink?.stop()
-            scheduler.stop()
-            schedulerThread.join(timeout: 2)
+        let lock: StateLock
+        do { lock = try StateLock(directory: stateDir) } catch {
+            log.error("already_running", ["state_dir": stateDir, "error": error.description])
+            printErr(error.description)
             return 1
         }
-        let serverThread = ServiceThread(name: "control") { server.run() }
+        defer { withExtendedLifetime(lock) {} }
+        ControlServer.reserveDescriptors()   // soft RLIMIT_NOFILE up to the hard limit (at most 65536), before anything is opened
+
+        // 1. Storage: a broken database is a fault, not a crash loop.
+        let storage = Storage(path: stateDir + "/soundbox.db")
+        // 2. Voices: every installed pack decoded once.
+        let voices = Voices(catalog: catalog)
+        let bank = VoiceBank(catalog: catalog)
+        voices.loadAll(into: bank)
+        let settings = Settings(file: file, storage: storage, voices: catalog)
+        let config = settings.current
+
+        // 3. Ingest and the scheduler.
+        let wake = Wakeup(), outbox = Wakeup()
+        let ingest = Ingest(storage: storage, settings: settings, voices: voices, scheduler: wake, outbox: outbox)
+        let scheduler = Scheduler(storage: storage, settings: settings, voices: voices, bank: bank, wake: wake, outbox: outbox,
+                                  environment: environment)
+        prune(storage, config, log)
+        let device = Device(settings: settings, storage: storage, scheduler: scheduler, voices: voices,
+                            link: Shared(LinkStatus()), gpio: Shared([]), started: started, environment: environment)
+
+        // 4. The control socket is bound now (a live one means another
+        //    soundboxd: refused before the broker is contacted) and served last.
+        let server: ControlServer
+        do {
+            server = try ControlServer(path: config[.controlSocket], group: config[.controlGroup],
+                                       commands: Commands(context: .init(device: device, ingest: ingest)))
+        } catch {
+            log.error("control_socket_failed", ["error": error.description])
+            printErr(error.description)
+            return 1
+        }
+
+        let services = ServiceGroup()
+        services.start(scheduler)
+        // 5. The broker link: payments in, receipts and status out.
+        if config[.mqttEnabled] {
+            let id = config[.deviceID].isEmpty ? hostname() : config[.deviceID]
+            do {
+                let uplink = try Uplink(config: config, deviceID: id, device: device, ingest: ingest,
+                                        remote: RemoteControl(settings: settings, storage: storage, ingest: ingest, scheduler: scheduler))
+                try uplink.connect()
+                services.start(uplink)
+            } catch {
+                log.error("mqtt_failed", ["error": error.description])
+                services.stop(within: stopDeadline)
+                server.stop()
+                return 1
+            }
+        }
+        // 6. Mute switch, buttons, LED (the box runs on without them).
+        if config[.gpioEnabled] {
+            let panel = Panel(device: device, changed: outbox, backend: LibgpiodV1(), config: config)
+            panel.open(config)
+            if panel.hasLines { services.start(panel) }
+        }
+        services.start(ControlService(server))
 
         let notifier = ServiceNotifier(environment: environment)
-        let pending = (try? store?.pendingCount()) ?? 0
+        let pending = storage.pendingCount
         log.info("ready", ["version": soundboxVersion, "socket": server.path, "pending": "\(pending)",
                            "startup_ms": "\(Int((SystemClock.monotonic() - started) * 1000))"])
         notifier.send("READY=1\nSTATUS=\(pending) pending, voice \(config[.voiceLang]), output \(OutputName.of(config))")
@@ -164,48 +187,36 @@ public enum Daemon {
             }
             if notifier.watchdogInterval != nil && healthy(scheduler) { notifier.send("WATCHDOG=1") }
             if SystemClock.monotonic() >= nextPrune {
-                prune(store, settings.current, log)
+                prune(storage, settings.current, log)
                 nextPrune = SystemClock.monotonic() + 3600
             }
         }
 
-        // 8. Stop in reverse order, within 2 s: no new requests, the broker
-        //    link (offline status published), then the scheduler (an
-        //    interrupted payment stays `playing`, spoken again at the next start).
+        // 8. Stop in reverse order of start, all within stopDeadline: no new
+        //    requests, no buttons, the broker link (offline status published),
+        //    then the scheduler (an interrupted payment stays `playing`,
+        //    spoken again at the next start).
         log.info("stopping")
         notifier.send("STOPPING=1")
-        server.stop()
-        panel?.stop()
-        panelThread?.join(timeout: 0.2)
-        uplink?.stop()
-        uplinkThread?.join(timeout: 0.5)
-        scheduler.stop()
-        if !schedulerThread.join(timeout: 1.8) { log.warning("scheduler_did_not_stop") }
-        serverThread.join(timeout: 0.1)
-        log.info("stopped", ["uptime_s": "\(Int(SystemClock.monotonic() - started))"])
+        let stopStarted = SystemClock.monotonic()
+        let late = services.stop(within: stopDeadline)
+        log.info("stopped", ["uptime_s": "\(Int(SystemClock.monotonic() - started))",
+                             "stop_ms": "\(Int((SystemClock.monotonic() - stopStarted) * 1000))",
+                             "late": late.isEmpty ? "none" : late.joined(separator: ",")])
         return 0
     }
 
-    static func loadVoices(_ bank: VoiceBank, _ lang: String, _ log: Log) -> (Bool, String) {
-        do {
-            let pack = try bank.load(lang)
-            for (clip, why) in pack.broken.sorted(by: { $0.key < $1.key }) {
-                log.warning("clip_broken", ["pack": lang, "clip": clip, "error": why])
-            }
-            if pack.broken.isEmpty { return (true, "\(lang): \(pack.clips.count) clips") }
-            return (false, "\(lang): \(pack.broken.count) clips missing or broken (\(pack.broken.keys.sorted().joined(separator: " "))); they play from the fallback pack or as a chime")
-        } catch {
-            log.error("voice_unavailable", ["pack": lang, "error": error.description])
-            return (false, "\(error.description); payments play as a chime")
-        }
-    }
-
     static func reload(_ settings: Settings, configPath: String?, flags: [String: String], log: Log) {
-        do {
-            var file = try Config.load(path: configPath)
-            for (flag, key) in [("--state-dir", ConfigKey.stateDir), ("--socket", .controlSocket), ("--voices", .voiceDir)] {
-                if let v = flags[flag] { try? file.set(key.name, v) }
+        do throws(ConfigFileError) {
+            var (file, _) = try load(configPath, flags: flags)
+            // Packs are found at start: one added since then needs a restart.
+            guard let lang = settings.voices.canonical(file[.voiceLang]) else {
+                let source = configPath ?? Config.defaultPath
+                throw ConfigFileError(source: source, line: Config.line(of: TextKey.voiceLang.key, in: source),
+                                      error: .badValue(key: TextKey.voiceLang.key.name, value: file[.voiceLang],
+                                                       allowed: "a voice pack installed when soundboxd started (\(settings.voices.names.joined(separator: ", ")))"))
             }
+            try? file.set(TextKey.voiceLang.key, lang)
             settings.reload(file: file)
             log.info("reloaded", ["file": configPath ?? Config.defaultPath])
         } catch {
@@ -213,12 +224,11 @@ public enum Daemon {
         }
     }
 
-    static func prune(_ store: Store?, _ config: Config, _ log: Log) {
-        guard let store else { return }
+    static func prune(_ storage: Storage, _ config: Config, _ log: Log) {
         let now = SystemClock.nowMs()
-        let keepMs = Int64(config.integer(.queueRetentionDays)) * 86_400_000
+        let keepMs = Int64(config[.queueRetentionDays]) * 86_400_000
         do {
-            let n = try store.prune(before: now - keepMs, keep: config.integer(.queueHistoryMax), dedupBefore: now - keepMs)
+            let n = try storage.prune(before: now - keepMs, keep: config[.queueHistoryMax], dedupBefore: now - keepMs)
             if n > 0 { log.info("pruned", ["entries": "\(n)"]) }
         } catch {
             log.error("prune_failed", ["error": error.description])
@@ -242,4 +252,34 @@ public enum Daemon {
         let line = Array("soundboxd: \(message)\n".utf8)
         _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
     }
+}
+
+/// The control socket as a service: accepts until stopped.
+final class ControlService: Service, @unchecked Sendable {
+    let name = "control"
+    private let server: ControlServer
+    init(_ server: ControlServer) { self.server = server }
+    func run() { server.run() }
+    func shutdown(deadline: Double) { server.stop() }
+}
+
+/// An exclusive lock on the state folder (flock on the folder itself, so it
+/// works on a read-only file system too), held for the process's life: a
+/// second soundboxd with the same state.dir fails before it opens the
+/// database or contacts the broker.
+final class StateLock {
+    private let fd: Int32
+
+    init(directory: String) throws(DaemonError) {
+        fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw .errno("open(\(directory))") }
+        guard flock(fd, LOCK_EX | LOCK_NB) == 0 else {
+            let e = errno
+            close(fd)
+            if e == EWOULDBLOCK { throw DaemonError("another soundboxd is already running with state.dir \(directory)") }
+            errno = e
+            throw .errno("flock(\(directory))")
+        }
+    }
+    deinit { close(fd) }
 }

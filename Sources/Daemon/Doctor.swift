@@ -3,7 +3,7 @@ import Soundbox
 
 /// `doctor`: one record per check, each OK or a fix-it hint.
 enum Doctor {
-    static func run(_ c: Context) -> ControlReply {
+    static func run(_ d: Device) -> ControlReply {
         var r = ControlReply()
         func check(_ name: String, _ status: String, _ detail: String, _ hint: String? = nil) {
             r.add("check", name)
@@ -11,30 +11,42 @@ enum Doctor {
             r.add("detail", detail)
             if let hint, status != "ok" { r.add("hint", hint) }
         }
-        let config = c.settings.current
-        let audioFault = c.scheduler.status.withLock { $0.audioFault }
-        if let audioFault {
+        let config = d.settings.current
+        if let audioFault = d.scheduler.status.withLock({ $0.audioFault }) {
             check("audio", "fail", "\(OutputName.of(config)): \(audioFault)",
                   "check the speaker's cable or USB plug; `aplay -l` lists sound cards; audio.device names the one to use")
         } else {
             check("audio", "ok", OutputName.of(config))
         }
 
-        check("voice", c.voiceOK ? "ok" : "fail", c.voiceReport,
-              "run `soundboxctl voice check \(config[.voiceDir])/\(config[.voiceLang])`; reinstall the voice pack")
+        let voice = d.voices.health(default: config[.voiceLang])
+        let missing = d.voices.missing
+        if !voice.ok {
+            check("voice", "fail", voice.detail,
+                  "run `soundboxctl voice check \(config[.voiceDir])/\(config[.voiceLang])`; set voice.lang to an installed pack or reinstall it")
+        } else if !missing.isEmpty {
+            check("voice", "warn", voice.detail + "; payments asked for packs that are not installed: \(missing.joined(separator: ", ")) (read by \(config[.voiceLang]) instead)",
+                  "install those voice packs in \(config[.voiceDir]), or ask the backend not to send that lang")
+        } else {
+            check("voice", "ok", voice.detail)
+        }
 
-        let link = c.link.withLock { $0 }
+        let link = d.link.withLock { $0 }
+        let device = config[.deviceID].isEmpty ? "the hostname" : config[.deviceID]
         if !link.enabled {
             check("broker", "ok", "MQTT off (mqtt.enabled = false)")
+        } else if link.takeover {
+            check("broker", "fail", "another client keeps taking this device's session at \(link.endpoint) (client id \(device)): payments go to whichever is connected",
+                  "make device.id unique per box (two boxes with the same id split the payments); on the broker, bind client ids to credentials (docs/mqtt.md, \"Broker settings for a fleet\")")
         } else if link.connected {
-            check("broker", "ok", "connected to \(link.endpoint) as \(config[.deviceID].isEmpty ? "the hostname" : config[.deviceID])")
+            check("broker", "ok", "connected to \(link.endpoint) as \(device), MQTT \(link.protocolLevel == 5 ? "5" : "3.1.1")")
         } else {
             check("broker", "fail", "not connected to \(link.endpoint): \(link.lastError ?? "connecting")",
                   "check the network and mqtt.host/mqtt.port; with TLS, that mqtt.tls.ca signed the broker's certificate and that the certificate names mqtt.host; payments queued by the broker arrive once connected")
         }
 
-        let gpioProblems = c.gpio.withLock { $0 }
-        if !config.bool(.gpioEnabled) {
+        let gpioProblems = d.gpio.withLock { $0 }
+        if !config[.gpioEnabled] {
             check("gpio", "ok", "GPIO off (gpio.enabled = false)")
         } else if gpioProblems.isEmpty {
             check("gpio", "ok", "\(config[.gpioChip]): mute switch, buttons and LED lines held")
@@ -43,39 +55,60 @@ enum Doctor {
                   "check gpio.chip and the gpio.*.line offsets (`gpioinfo` lists chips and lines, and who holds a busy line); the user needs access to /dev/gpiochip* (group gpio)")
         }
 
-        let storageFault = c.backlog.state.withLock { $0.storageFault }
-        let dbPath = config[.stateDir] + "/soundbox.db"
-        if let store = c.store {
-            let quick = store.quickCheck()
-            if quick != "ok" {
-                check("database", "fail", "\(dbPath): \(quick)", recovery(dbPath))
-            } else if let storageFault {
-                check("database", "fail", "\(dbPath): writes fail: \(storageFault); payments are held in memory",
-                      "free space on the disk holding \(config[.stateDir]) (df -h), then restart soundboxd")
-            } else {
-                let pending = (try? store.pendingCount()) ?? 0
-                check("database", "ok", "\(dbPath): \(pending) pending")
+        let dir = config[.stateDir]
+        let db = d.storage.path
+        if let fault = d.storage.fault {
+            let held = "payments are held in memory and still announced"
+            switch fault.kind {
+            case .full:
+                check("database", "fail", "\(db): writes fail: \(fault.message); \(held)",
+                      "free space on the disk holding \(dir) (df -h \(dir)); soundboxd writes everything held in memory as soon as it can")
+            case .permission:
+                check("database", "fail", "\(db): not writable: \(fault.message); \(held)",
+                      "soundboxd cannot write to \(dir): check that the file system is not read-only (`mount`, `dmesg` for SD card errors) and the owner (`ls -ld \(dir)`: the soundbox user)")
+            case .corrupt:
+                check("database", "fail", "\(db): \(fault.message); \(held)", recovery(db))
+            case .replaced:
+                check("database", "fail", "\(fault.message); \(held)",
+                      "if the new file is meant (a restored backup), restart soundboxd to use it; otherwise move it away and soundboxd restores its own database")
+            case .other:
+                check("database", "fail", "\(db): writes fail: \(fault.message); \(held)",
+                      "the disk reports errors: check `dmesg`; an SD card that fails must be replaced")
             }
+        } else if let quick = d.storage.quickCheck(), quick != "ok" {
+            check("database", "fail", "\(db): \(quick)", recovery(db))
         } else {
-            check("database", "fail", "\(dbPath): \(c.storeError ?? "cannot be opened"); payments are held in memory", recovery(dbPath))
+            check("database", "ok", "\(db): \(d.storage.pendingCount) pending")
         }
 
         var fs = statvfs()
-        if statvfs(config[.stateDir], &fs) == 0 {
-            let free = Int64(fs.f_bavail) * Int64(fs.f_frsize)
-            let mb = free / 1_048_576
-            let status = mb < 20 ? "fail" : mb < 100 ? "warn" : "ok"
-            check("disk", status, "\(mb) MB free in \(config[.stateDir])",
-                  "delete old files or logs on that disk; soundboxd needs about 20 MB")
+        if statvfs(dir, &fs) == 0 {
+            let mb = Int64(fs.f_bavail) * Int64(fs.f_frsize) / 1_048_576
+            if access(dir, W_OK) != 0 {
+                check("disk", "fail", "\(dir) is not writable (\(String(cString: strerror(errno)))); \(mb) MB free",
+                      "remount the file system read-write, or give the soundbox user the folder")
+            } else {
+                check("disk", mb < 20 ? "fail" : mb < 100 ? "warn" : "ok", "\(mb) MB free in \(dir)",
+                      "delete old files or logs on that disk; soundboxd needs about 20 MB")
+            }
         } else {
-            check("disk", "fail", "\(config[.stateDir]): \(String(cString: strerror(errno)))", "create it, writable by soundboxd")
+            check("disk", "fail", "\(dir): \(String(cString: strerror(errno)))", "create it, writable by soundboxd")
         }
 
-        if SystemClock.isSynchronized(environment: c.environment) {
+        if SystemClock.isSynchronized(environment: d.environment) {
             check("clock", "ok", "synchronised")
         } else {
             check("clock", "warn", "not synchronised: stale payments are spoken, not expired",
                   "check network time: `timedatectl timesync-status` or `chronyc tracking`")
+        }
+
+        let waiting = d.settings.restartNeeded
+        if waiting.isEmpty {
+            check("config", "ok", "the settings in use are the file's (and the overlay's)")
+        } else {
+            let list = waiting.map { "\($0.key) (in use: '\($0.inUse)', file: '\($0.inFile)')" }.joined(separator: "; ")
+            check("config", "warn", "changed in the settings file, in use only after a restart: \(list)",
+                  "restart soundboxd (systemctl restart soundboxd) to use the new values")
         }
         return r
     }

@@ -1,6 +1,5 @@
 import Soundbox
 import SoundboxStore
-import Synchronization
 
 /// What ingest answered for one payment.
 public enum IngestResult: Sendable, Equatable {
@@ -19,92 +18,52 @@ public enum IngestResult: Sendable, Equatable {
     }
 }
 
-/// A payment held in memory because storage failed.
-struct MemoryEntry: Sendable {
-    var payment: Payment
-    var acceptedAt: Int64
-}
-
-/// Shared state between ingest (MQTT thread, control threads) and the
-/// scheduler: what storage could not hold.
-final class Backlog: Sendable {
-    struct State {
-        var payments: [MemoryEntry] = []
-        /// Receipts that could not be written to the outbox.
-        var receipts: [Receipt] = []
-        /// Seqs spoken (or decided) whose final state could not be stored.
-        var unrecorded: [Int64: PaymentState] = [:]
-        /// Last storage failure, for status and doctor.
-        var storageFault: String?
-    }
-    let state = Mutex(State())
-}
-
 /// The one entry point for payments: MQTT, `soundboxctl say` and tests.
 /// validate → dedup → durable insert → queued / duplicate / rejected.
 /// Durable when it returns `.queued(durable: true)`.
-public final class Ingest: Sendable {
-    let store: Store?
-    let backlog: Backlog
-    let settings: Settings
-    let wake: Wakeup
+final class Ingest: Sendable {
+    private let storage: Storage
+    private let settings: Settings
+    private let voices: Voices
+    /// Wakes the scheduler: a payment is waiting.
+    private let scheduler: Wakeup
     /// Wakes the uplink: a receipt is waiting to be sent.
     let outbox: Wakeup
     private let log = Log("ingest")
 
-    init(store: Store?, backlog: Backlog, settings: Settings, wake: Wakeup, outbox: Wakeup) {
-        self.store = store; self.backlog = backlog; self.settings = settings; self.wake = wake; self.outbox = outbox
+    init(storage: Storage, settings: Settings, voices: Voices, scheduler: Wakeup, outbox: Wakeup) {
+        self.storage = storage; self.settings = settings; self.voices = voices; self.scheduler = scheduler; self.outbox = outbox
     }
 
-    public func accept(_ payment: Payment) -> IngestResult {
+    func accept(_ payment: Payment) -> IngestResult {
         defer { outbox.notify() }
         let config = settings.current
         if let problem = Payment.problem(withID: payment.id) { return reject(payment.id, problem) }
-        if payment.amount > config.amount(.paymentMaxAmount) {
-            return reject(payment.id, AmountError.aboveLimit(config.amount(.paymentMaxAmount)).description)
+        if payment.amount > config[.paymentMaxAmount] {
+            return reject(payment.id, AmountError.aboveLimit(config[.paymentMaxAmount]).description)
         }
+        // Read in a currency the pack knows, never with another currency's word.
+        guard let reader = voices.catalog.reader(lang: payment.lang, currency: payment.currency, defaultPack: config[.voiceLang]) else {
+            return reject(payment.id, voices.catalog.unreadable(payment.currency ?? "?", from: payment.lang.flatMap(voices.catalog.canonical) ?? config[.voiceLang]))
+        }
+        if let missing = reader.missing { voices.noteMissing(missing) }
         let now = SystemClock.nowMs()
-        let dedupSince = now - Int64(config.integer(.queueRetentionDays)) * 86_400_000
-        // While anything waits in memory, new payments join it there, so
-        // that speaking order stays acceptance order.
-        let memoryFirst = backlog.state.withLock { !$0.payments.isEmpty }
-        if let store, !memoryFirst {
-            do {
-                switch try store.accept(payment, now: now, dedupSince: dedupSince) {
-                case .queued(let seq):
-                    Failpoint.hit("after_commit")
-                    log.info("queued", ["id": payment.id, "seq": "\(seq)"])
-                    log.debug("amount", ["id": payment.id, "amount": payment.amount.description])
-                    wake.notify()
-                    return .queued(durable: true)
-                case .duplicate(let earlier):
-                    log.info("duplicate", ["id": payment.id, "seq": earlier.map { "\($0.seq)" } ?? "pruned",
-                                           "state": earlier?.state.rawValue ?? "pruned"])
-                    return .duplicate
-                }
-            } catch {
-                log.error("storage_failed", ["id": payment.id, "error": error.description])
-                backlog.state.withLock { $0.storageFault = error.description }
+        let dedupSince = now - Int64(config[.queueRetentionDays]) * 86_400_000
+        switch storage.accept(payment, now: now, dedupSince: dedupSince) {
+        case .queued(let durable, let seq):
+            if durable {
+                Failpoint.hit("after_commit")
+                log.info("queued", ["id": payment.id, "seq": "\(seq ?? 0)"])
+            } else {
+                log.warning("queued_in_memory", ["id": payment.id])
             }
+            log.debug("amount", ["id": payment.id, "amount": payment.amount.description])
+            scheduler.notify()
+            return .queued(durable: durable)
+        case .duplicate(let earlier):
+            log.info("duplicate", ["id": payment.id, "earlier": earlier])
+            return .duplicate
         }
-        return acceptInMemory(payment, now: now, dedupSince: dedupSince)
-    }
-
-    /// Storage failed (disk full, I/O error, corrupt database): announce
-    /// from memory, tell the backend it is not durable.
-    private func acceptInMemory(_ payment: Payment, now: Int64, dedupSince: Int64) -> IngestResult {
-        let stored = try? store?.entry(id: payment.id)
-        if let stored, stored.acceptedAt >= dedupSince { return .duplicate }
-        let duplicate = backlog.state.withLock { s -> Bool in
-            if s.payments.contains(where: { $0.payment.id == payment.id }) { return true }
-            s.payments.append(MemoryEntry(payment: payment, acceptedAt: now))
-            s.receipts.append(Receipt(id: payment.id, status: .queued, ts: now / 1000, durable: false))
-            return false
-        }
-        if duplicate { return .duplicate }
-        log.warning("queued_in_memory", ["id": payment.id])
-        wake.notify()
-        return .queued(durable: false)
     }
 
     /// A payment that could not be read (or is not acceptable): a
@@ -115,19 +74,7 @@ public final class Ingest: Sendable {
         log.warning("rejected", ["id": id ?? "-", "reason": reason])
         let receipt = Receipt(id: id.flatMap { Payment.problem(withID: $0) == nil ? $0 : nil }, status: .rejected,
                               ts: SystemClock.nowMs() / 1000, reason: reason)
-        recordReceipt(receipt)
+        storage.recordReceipt(receipt, now: SystemClock.nowMs())
         return .rejected(reason: reason)
     }
-
-    /// Appends a receipt to the outbox, or keeps it in memory if storage fails.
-    func recordReceipt(_ receipt: Receipt) {
-        do {
-            guard let store else { throw StoreUnavailable() }
-            try store.appendReceipt(receipt, now: SystemClock.nowMs())
-        } catch {
-            backlog.state.withLock { $0.receipts.append(receipt) }
-        }
-    }
 }
-
-struct StoreUnavailable: Error {}

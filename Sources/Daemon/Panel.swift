@@ -7,8 +7,10 @@ import Synchronization
 /// The merchant's hands on the box (docs/gpio.md): the mute switch, the
 /// volume buttons and the status LED, on one thread that sleeps in poll(2)
 /// until an edge, a gesture deadline or an LED blink is due.
-final class Panel: @unchecked Sendable {
-    private let context: Context
+final class Panel: Service, @unchecked Sendable {
+    let name = "panel"
+    private let device: Device
+    private let changed: Wakeup
     private let backend: any GPIOBackend
     private let log = Log("gpio")
     private var mute: (any EdgeInput)?
@@ -21,10 +23,12 @@ final class Panel: @unchecked Sendable {
     /// been still for the debounce time.
     private var muteSettlesAt: Double?
 
-    init(context: Context, backend: any GPIOBackend, config: Config) {
-        self.context = context
+    /// - Parameter changed: woken when the volume or the mute switch changed (the uplink publishes status).
+    init(device: Device, changed: Wakeup, backend: any GPIOBackend, config: Config) {
+        self.device = device
+        self.changed = changed
         self.backend = backend
-        debounce = Double(config.integer(.gpioDebounce)) / 1000
+        debounce = Double(config[.gpioDebounce]) / 1000
         var timing = Gestures.Timing()
         timing.debounce = debounce
         gestures = Gestures(timing: timing)
@@ -33,35 +37,34 @@ final class Panel: @unchecked Sendable {
     /// Requests every fitted line; each one that cannot be had is logged
     /// once and reported by `doctor`: the box works on without it.
     func open(_ config: Config) {
-        func spec(_ fn: String) -> LineSpec? {
-            let line = config.integer(ConfigKey.named("gpio.\(fn).line")!)
+        func spec(_ keys: GPIOKeys) -> LineSpec? {
+            let line = config[keys.line]
             guard line >= 0 else { return nil }
-            return LineSpec(chip: config[.gpioChip], offset: line,
-                            activeLow: config.bool(ConfigKey.named("gpio.\(fn).active_low")!),
-                            bias: LineSpec.Bias(rawValue: config[ConfigKey.named("gpio.\(fn).bias")!]) ?? .asIs)
+            return LineSpec(chip: config[.gpioChip], offset: line, activeLow: config[keys.activeLow],
+                            bias: LineSpec.Bias(rawValue: config[keys.bias]) ?? .asIs)
         }
         var problems: [String] = []
-        func attempt<T>(_ fn: String, _ body: (LineSpec) throws(GPIOError) -> T) -> T? {
-            guard let s = spec(fn) else { return nil }
+        func attempt<T>(_ keys: GPIOKeys, _ body: (LineSpec) throws(GPIOError) -> T) -> T? {
+            guard let s = spec(keys) else { return nil }
             do { return try body(s) } catch {
-                log.warning("line_unavailable", ["function": fn, "error": error.description])
-                problems.append("\(fn): \(error.description)")
+                log.warning("line_unavailable", ["function": keys.function, "error": error.description])
+                problems.append("\(keys.function): \(error.description)")
                 return nil
             }
         }
-        mute = attempt("mute") { s throws(GPIOError) in try backend.input(s, consumer: "soundboxd-mute") }
-        if let b = attempt("vol_up", { s throws(GPIOError) in try backend.input(s, consumer: "soundboxd-vol-up") }) { buttons.append((.up, b)) }
-        if let b = attempt("vol_down", { s throws(GPIOError) in try backend.input(s, consumer: "soundboxd-vol-down") }) { buttons.append((.down, b)) }
-        led = attempt("led") { s throws(GPIOError) in try backend.output(s, consumer: "soundboxd-led", initial: false) }
+        mute = attempt(.mute) { s throws(GPIOError) in try backend.input(s, consumer: "soundboxd-mute") }
+        if let b = attempt(.volumeUp, { s throws(GPIOError) in try backend.input(s, consumer: "soundboxd-vol-up") }) { buttons.append((.up, b)) }
+        if let b = attempt(.volumeDown, { s throws(GPIOError) in try backend.input(s, consumer: "soundboxd-vol-down") }) { buttons.append((.down, b)) }
+        led = attempt(.led) { s throws(GPIOError) in try backend.output(s, consumer: "soundboxd-led", initial: false) }
         // The switch's position at start counts, not only its changes.
         if let mute, let on = try? mute.level() { setMuted(on) }
-        context.gpio.withLock { $0 = problems }
+        device.gpio.withLock { $0 = problems }
         pipe(&stopPipe)
     }
 
     var hasLines: Bool { mute != nil || !buttons.isEmpty || led != nil }
 
-    func stop() { if stopPipe[1] >= 0 { var b: UInt8 = 1; _ = write(stopPipe[1], &b, 1) } }
+    func shutdown(deadline: Double) { if stopPipe[1] >= 0 { var b: UInt8 = 1; _ = write(stopPipe[1], &b, 1) } }
 
     func run() {
         var ledOn = false
@@ -74,9 +77,8 @@ final class Panel: @unchecked Sendable {
                 if let on = try? mute.level() { setMuted(on) }
             }
             // LED: steady states are set once; blinking toggles on a timer.
-            let connected = context.link.withLock { !$0.enabled || $0.connected }
-            let pattern = LEDPattern.of(muted: context.settings.muted, fault: !StatusReport.faults(context).isEmpty,
-                                        connected: connected)
+            let connected = device.link.withLock { !$0.enabled || $0.connected }
+            let pattern = LEDPattern.of(muted: device.settings.muted, fault: !device.faults.isEmpty, connected: connected)
             if pattern != lastPattern {
                 lastPattern = pattern
                 ledOn = pattern != .off
@@ -107,25 +109,25 @@ final class Panel: @unchecked Sendable {
     }
 
     private func setMuted(_ on: Bool) {
-        guard context.settings.switchMuted.exchange(on, ordering: .relaxed) != on else { return }
+        guard device.settings.switchMuted.exchange(on, ordering: .relaxed) != on else { return }
         log.info("mute_switch", ["on": "\(on)"])
-        context.changed()
+        changed.notify()
     }
 
     private func perform(_ action: Gestures.Action) {
         log.info("button", ["action": "\(action)"])
         switch action {
         case .volumeUp, .volumeDown:
-            let old = context.settings.current.integer(.audioVolume)
+            let old = device.settings.current[.audioVolume]
             let new = max(0, min(10, old + (action == .volumeUp ? 1 : -1)))
-            _ = try? context.settings.set(["audio.volume": "\(new)"])
-            context.changed()
-            if new == 10 { context.scheduler.submit(UserJob(.prompt(.volumeMax))) }
-            if new == 0 { context.scheduler.submit(UserJob(.prompt(.volumeMin))) }
+            _ = try? device.settings.set(["audio.volume": "\(new)"], from: .local)
+            changed.notify()
+            if new == 10 { _ = device.scheduler.submit(.prompt(.volumeMax)) }
+            if new == 0 { _ = device.scheduler.submit(.prompt(.volumeMin)) }
         case .replayLast:
-            if let last = try? context.store?.history(limit: 1).first { context.scheduler.submit(UserJob(.replay(last.payment))) }
+            if let last = try? device.storage.history(limit: 1).first { _ = device.scheduler.submit(.replay(last.payment)) }
         case .summary:
-            context.scheduler.submit(UserJob(.summary))
+            _ = device.scheduler.submit(.summary)
         }
     }
 }

@@ -4,10 +4,22 @@ import SoundboxStore
 import Synchronization
 import SoundboxThreads
 
-/// A request from a technician that goes through the speaker between
-/// announcements, with a way to wait for it.
+/// A request that goes through the speaker between payments (a replay, the
+/// test sentence, a prompt, the summary), with a way to wait for it.
 final class UserJob: @unchecked Sendable {
-    enum Kind { case replay(Payment), test, prompt(Prompt), summary }
+    enum Kind {
+        case replay(Payment), test, prompt(Prompt), summary
+
+        /// Requests with the same key coalesce (RequestQueue).
+        var key: String {
+            switch self {
+            case .replay(let p): "replay:" + p.id
+            case .test: "test"
+            case .prompt(let p): "prompt:" + p.rawValue
+            case .summary: "summary"
+            }
+        }
+    }
     let kind: Kind
     private let done = Condition()
     private var result: Result<Int, AudioError>?   // guarded by done
@@ -24,9 +36,10 @@ final class UserJob: @unchecked Sendable {
 
 /// Speaks payments one at a time, oldest first: queued → playing →
 /// played (or muted, expired, failed), each step durable with its receipt.
-/// Runs on its own thread, which alone touches the voice bank and the
-/// audio output.
-final class Scheduler: @unchecked Sendable {
+/// Requests (RequestQueue) run only when no payment waits. Runs on its own
+/// thread, which alone touches the voice bank and the audio output.
+final class Scheduler: Service, @unchecked Sendable {
+    let name = "scheduler"
     struct Status: Sendable {
         var speaking = false
         var lastID: String?
@@ -35,34 +48,52 @@ final class Scheduler: @unchecked Sendable {
     let status = Mutex(Status())
     /// Monotonic time of the last sign of life, for the watchdog.
     let heartbeat = Atomic<Int64>(0)
-    let stopping = Atomic<Bool>(false)
+    private let stopping = Atomic<Bool>(false)
 
-    private let store: Store?
-    private let backlog: Backlog
+    private let storage: Storage
     private let settings: Settings
-    private let ingest: Ingest
+    private let voices: Voices
+    /// Woken when work arrives; `isIdle` when there is none.
     let wake: Wakeup
-    private let jobs = Mutex<[UserJob]>([])
+    /// Woken when a receipt is waiting (the uplink).
+    private let outbox: Wakeup
+    private let requests = Mutex(RequestQueue<UserJob>(capacity: 16))
     private let environment: [String: String]
     private let log = Log("queue")
 
     // Scheduler thread only.
     private let bank: VoiceBank
     private var output: (any AudioOutput)?
-    private var outputChoice: OutputChoice?
+    private var outputChoice: OutputChoice
+    /// When the last request spoke (Unix ms): payments that arrived during
+    /// it do not count that time against the stale rule.
+    private var lastRequest: ClosedRange<Int64>?
 
-    init(store: Store?, backlog: Backlog, settings: Settings, ingest: Ingest, wake: Wakeup, bank: VoiceBank,
+    init(storage: Storage, settings: Settings, voices: Voices, bank: VoiceBank, wake: Wakeup, outbox: Wakeup,
          environment: [String: String]) {
-        self.store = store; self.backlog = backlog; self.settings = settings; self.ingest = ingest
-        self.wake = wake; self.bank = bank; self.environment = environment
+        self.storage = storage; self.settings = settings; self.voices = voices; self.bank = bank
+        self.wake = wake; self.outbox = outbox; self.environment = environment
+        outputChoice = OutputChoice(settings.current)
     }
 
-    func submit(_ job: UserJob) {
-        jobs.withLock { $0.append(job) }
-        wake.notify()
+    /// Queues a request; nil when too many are waiting already. A request
+    /// equal to one already queued joins it.
+    func submit(_ kind: UserJob.Kind) -> UserJob? {
+        let submission = requests.withLock { $0.submit(key: kind.key) { UserJob(kind) } }
+        switch submission {
+        case .queued(let job):
+            wake.notify()
+            return job
+        case .joined(let job):
+            log.info("request_joined", ["request": kind.key])
+            return job
+        case .refused:
+            log.warning("request_refused", ["request": kind.key, "reason": "too many requests waiting"])
+            return nil
+        }
     }
 
-    func stop() {
+    func shutdown(deadline: Double) {
         stopping.store(true, ordering: .relaxed)
         wake.notify()
     }
@@ -70,178 +101,118 @@ final class Scheduler: @unchecked Sendable {
     func run() {
         while !stopping.load(ordering: .relaxed) {
             beat()
-            if let job = jobs.withLock({ $0.isEmpty ? nil : $0.removeFirst() }) {
+            if let item = storage.next() {
+                process(item)
+            } else if let job = requests.withLock({ $0.next(paymentsWaiting: false) }) {
+                let start = SystemClock.nowMs()
                 run(job)
-            } else if let entry = nextStored() {
-                process(entry)
-            } else if let entry = backlog.state.withLock({ $0.payments.isEmpty ? nil : $0.payments.removeFirst() }) {
-                processInMemory(entry)
+                lastRequest = start...SystemClock.nowMs()
             } else {
-                retryUnrecorded()
-                wake.waitForWork()
+                // While storage is failing, look again every few seconds.
+                let retrying = storage.retry()
+                wake.waitForWork(timeout: retrying ? 5 : nil)
             }
         }
-        (output as? ALSAOutput)?.close()
+        for job in requests.withLock({ $0.drain() }) {
+            job.complete(.failure(AudioError(call: "scheduler", code: 0, message: "soundboxd is stopping")))
+        }
+        output?.close()
         log.info("stopped")
     }
 
     private func beat() { heartbeat.store(Int64(SystemClock.monotonic() * 1000), ordering: .relaxed) }
 
-    /// The oldest pending entry whose outcome is not already decided.
-    private func nextStored() -> Entry? {
-        guard let store else { return nil }
-        do {
-            let skip = backlog.state.withLock { $0.unrecorded }
-            if skip.isEmpty { return try store.next() }
-            return try store.pending().first { skip[$0.seq] == nil }
-        } catch {
-            fault(error)
-            return nil
-        }
-    }
-
-    private func decide(_ p: Payment, acceptedAt: Int64, _ config: Config) -> AnnouncePolicy.Decision {
-        AnnouncePolicy.decide(happenedAt: p.ts ?? acceptedAt / 1000, now: SystemClock.nowMs() / 1000,
-                              staleAfter: config.integer(.queueStaleAfter),
-                              clockSynchronized: SystemClock.isSynchronized(environment: environment),
-                              muted: settings.muted)
-    }
-
-    private func process(_ entry: Entry) {
+    private func process(_ item: Storage.Item) {
         let config = settings.current
-        switch decide(entry.payment, acceptedAt: entry.acceptedAt, config) {
+        let now = SystemClock.nowMs()
+        let decision = AnnouncePolicy.decide(
+            happenedAt: item.payment.ts ?? item.acceptedAt / 1000, now: now / 1000,
+            heldBack: (AnnouncePolicy.overlap(from: item.acceptedAt, to: now, busy: lastRequest) + 999) / 1000,
+            staleAfter: config[.queueStaleAfter], clockSynchronized: SystemClock.isSynchronized(environment: environment),
+            muted: settings.muted)
+        switch decision {
         case .mute:
-            finish(entry.seq, entry.payment.id, .muted, nil)
+            finish(item, .muted, nil)
         case .expire(let reason):
-            finish(entry.seq, entry.payment.id, .expired, reason)
+            finish(item, .expired, reason)
         case .speak:
-            do { try store?.markPlaying(seq: entry.seq, now: SystemClock.nowMs()) } catch { fault(error) }
+            storage.markPlaying(item, now: now)
             Failpoint.hit("before_speaking")
-            log.info("speaking", ["id": entry.payment.id, "seq": "\(entry.seq)", "plays": "\(entry.plays + 1)"])
-            let result = speak(entry.payment, config: config, payment: true)
+            switch item.ref {
+            case .stored(let seq): log.info("speaking", ["id": item.payment.id, "seq": "\(seq)", "plays": "\(item.plays + 1)"])
+            case .memory: log.info("speaking", ["id": item.payment.id, "durable": "false", "plays": "\(item.plays + 1)"])
+            }
+            let result = speak(item.payment, config: config, mutable: true)
             Failpoint.hit("after_speaking")
             switch result {
             case .success(.completed):
-                finish(entry.seq, entry.payment.id, .played, nil)
+                finish(item, .played, nil)
             case .success(.interrupted) where stopping.load(ordering: .relaxed):
                 // Left `playing`: spoken again after the restart.
-                log.info("interrupted", ["id": entry.payment.id, "seq": "\(entry.seq)"])
+                log.info("interrupted", ["id": item.payment.id])
             case .success(.interrupted):
-                finish(entry.seq, entry.payment.id, .muted, nil)
+                finish(item, .muted, nil)
             case .failure(let error):
-                finish(entry.seq, entry.payment.id, .failed, error.description)
+                finish(item, .failed, error.description)
             }
         }
     }
 
-    private func processInMemory(_ m: MemoryEntry) {
-        let config = settings.current
-        var state = PaymentState.played, reason: String?
-        switch decide(m.payment, acceptedAt: m.acceptedAt, config) {
-        case .mute: state = .muted
-        case .expire(let r): state = .expired; reason = r
-        case .speak:
-            log.info("speaking", ["id": m.payment.id, "durable": "false"])
-            switch speak(m.payment, config: config, payment: true) {
-            case .success(.completed): state = .played
-            case .success(.interrupted) where stopping.load(ordering: .relaxed):
-                backlog.state.withLock { $0.payments.insert(m, at: 0) }
-                return
-            case .success(.interrupted): state = .muted
-            case .failure(let e): state = .failed; reason = e.description
-            }
-        }
-        let receipt = Receipt(id: m.payment.id, status: Receipt.Status(rawValue: state.rawValue)!,
-                              ts: SystemClock.nowMs() / 1000, reason: reason, durable: false)
-        ingest.recordReceipt(receipt)
-        finished(m.payment.id, state)
-    }
-
-    /// Records a final state with its receipt; if storage fails, remembers
-    /// it so the entry is not spoken again in this run, and retries later.
-    private func finish(_ seq: Int64, _ id: String, _ state: PaymentState, _ reason: String?) {
-        do {
-            guard let store else { throw StoreUnavailable() }
-            try store.finish(seq: seq, state: state, reason: reason, now: SystemClock.nowMs())
-        } catch {
-            fault(error)
-            backlog.state.withLock { $0.unrecorded[seq] = state }
-        }
-        finished(id, state, reason: reason)
-    }
-
-    private func finished(_ id: String, _ state: PaymentState, reason: String? = nil) {
-        status.withLock { $0.lastID = id }
-        ingest.outbox.notify()
+    private func finish(_ item: Storage.Item, _ state: PaymentState, _ reason: String?) {
+        storage.finish(item, state, reason: reason, now: SystemClock.nowMs())
+        status.withLock { $0.lastID = item.payment.id }
+        outbox.notify()
         if let reason {
-            log.warning(state.rawValue, ["id": id, "reason": reason])
+            log.warning(state.rawValue, ["id": item.payment.id, "reason": reason])
         } else {
-            log.info(state.rawValue, ["id": id])
+            log.info(state.rawValue, ["id": item.payment.id])
         }
-    }
-
-    private func retryUnrecorded() {
-        guard let store else { return }
-        let pending = backlog.state.withLock { $0.unrecorded }
-        for (seq, state) in pending.sorted(by: { $0.key < $1.key }) {
-            guard (try? store.finish(seq: seq, state: state, reason: nil, now: SystemClock.nowMs())) != nil else { return }
-            backlog.state.withLock { $0.unrecorded[seq] = nil }
-        }
-    }
-
-    private func fault(_ error: any Error) {
-        log.error("storage_failed", ["error": "\(error)"])
-        backlog.state.withLock { $0.storageFault = "\(error)" }
     }
 
     private func run(_ job: UserJob) {
         let config = settings.current
+        let lang = config[.voiceLang]
+        let grammar = (try? bank.load(lang))?.grammar
         switch job.kind {
         case .replay(let p):
             log.info("replaying", ["id": p.id])
-            job.complete(speak(p, config: config, payment: true, mutable: false).map { _ in 0 })
+            // A replay the merchant asked for is not cut by the mute switch.
+            job.complete(speak(p, config: config, mutable: false).map { _ in 0 })
         case .prompt(let p):
             log.info("prompt", ["name": p.rawValue])
-            let lang = config[.voiceLang]
-            let clips = (try? bank.load(lang))?.grammar.clips(for: p) ?? []
             // 音量最小 at volume 0 must still be heard: prompts are at least level 1.
-            var audible = config
-            if audible.integer(.audioVolume) == 0 { try? audible.set("audio.volume", "1") }
-            job.complete(play(clips, lang: lang, config: audible, payment: false).map { _ in 0 })
+            let volume = max(1, config[.audioVolume])
+            job.complete(play(grammar?.clips(for: p) ?? [], lang: lang, volume: volume, mutable: false).map { _ in 0 })
         case .summary:
-            let lang = config[.voiceLang]
-            let midnight = SystemClock.localMidnightMs()
-            var count = 0, total: Int64 = 0
-            if let store, let today = try? store.summary(since: midnight) { (count, total) = today }
-            let clips = (try? bank.load(lang))?.grammar.summary(count: count, total: Amount(minorUnits: total)) ?? []
-            log.info("summary", ["count": "\(count)"])
-            job.complete(play(clips, lang: lang, config: config, payment: false).map { _ in 0 })
+            let today = storage.summary(since: SystemClock.localMidnightMs())
+            log.info("summary", ["count": "\(today.count)"])
+            let clips = grammar?.summary(count: today.count, total: Amount(minorUnits: today.totalMinor)) ?? []
+            job.complete(play(clips, lang: lang, volume: config[.audioVolume], mutable: false).map { _ in 0 })
         case .test:
-            let lang = config[.voiceLang]
-            let clips = ((try? bank.load(lang))?.grammar).map {
-                $0.clips(for: .test) + $0.announcement(Amount(minorUnits: 12345))
-            } ?? []
+            let clips = grammar.map { $0.clips(for: .test) + $0.announcement(Amount(minorUnits: 12345)) } ?? []
             let start = SystemClock.monotonic()
-            job.complete(play(clips, lang: lang, config: config, payment: false).map { _ in
+            job.complete(play(clips, lang: lang, volume: config[.audioVolume], mutable: false).map { _ in
                 Int((SystemClock.monotonic() - start) * 1000)
             })
         }
     }
 
-    /// Speaks a payment in its language (or the default one).
-    /// - Parameter mutable: whether turning mute on cuts it (payments from
-    ///   the queue; a replay the merchant asked for is not cut).
-    private func speak(_ p: Payment, config: Config, payment: Bool, mutable: Bool = true) -> Result<PlayOutcome, AudioError> {
-        var lang = p.lang ?? config[.voiceLang]
-        if (try? bank.load(lang)) == nil { lang = config[.voiceLang] }
-        let clips = ((try? bank.load(lang))?.grammar).map { $0.announcement(p.amount, channel: p.channel) } ?? ["?"]
-        return play(clips, lang: lang, config: config, payment: payment, mutable: payment && mutable)
+    /// Speaks a payment with the pack that reads its language and currency,
+    /// never quieter than audio.min_volume.
+    /// - Parameter mutable: whether turning mute on cuts it.
+    private func speak(_ p: Payment, config: Config, mutable: Bool) -> Result<PlayOutcome, AudioError> {
+        let volume = AnnounceVolume.level(user: config[.audioVolume], minimum: config[.audioMinVolume], muted: false)!
+        guard let reader = voices.catalog.reader(lang: p.lang, currency: p.currency, defaultPack: config[.voiceLang]) else {
+            // voice.lang changed since it was accepted and no pack reads its currency now.
+            log.warning("currency_unreadable", ["id": p.id, "currency": p.currency ?? "-"])
+            return play(["?"], lang: config[.voiceLang], volume: volume, mutable: mutable)
+        }
+        if let missing = reader.missing { voices.noteMissing(missing) }
+        let clips = (try? bank.load(reader.pack))?.grammar.announcement(p.amount, channel: p.channel) ?? ["?"]
+        return play(clips, lang: reader.pack, volume: volume, mutable: mutable)
     }
 
-    private func play(_ clips: [String], lang: String, config: Config, payment: Bool, mutable: Bool = false) -> Result<PlayOutcome, AudioError> {
-        // A payment is never quieter than audio.min_volume (prompts follow the user's level).
-        let user = config.integer(.audioVolume)
-        let volume = payment ? AnnounceVolume.level(user: user, minimum: config.integer(.audioMinVolume), muted: false)! : user
+    private func play(_ clips: [String], lang: String, volume: Int, mutable: Bool) -> Result<PlayOutcome, AudioError> {
         let samples: [Int16]
         do {
             let r = try bank.render(clips, pack: lang, volume: volume)
@@ -257,11 +228,11 @@ final class Scheduler: @unchecked Sendable {
         status.withLock { $0.speaking = true }
         defer { status.withLock { $0.speaking = false } }
         do {
-            let out = try currentOutput(config)
-            let recoveredBefore = (out as? ALSAOutput)?.recoveries ?? 0
+            let out = try currentOutput()
+            let recoveredBefore = out.recoveries
             defer {
-                if let alsa = out as? ALSAOutput, alsa.recoveries > recoveredBefore {
-                    log.warning("audio_recovered", ["underruns": "\(alsa.recoveries - recoveredBefore)", "output": alsa.name])
+                if out.recoveries > recoveredBefore {
+                    log.warning("audio_recovered", ["underruns": "\(out.recoveries - recoveredBefore)", "output": out.name])
                 }
             }
             // For bench/: when the first frame goes to the output (Unix µs).
@@ -273,16 +244,18 @@ final class Scheduler: @unchecked Sendable {
             status.withLock { $0.audioFault = nil }
             return .success(outcome)
         } catch {
-            log.error("audio_failed", ["output": outputChoice.map { "\($0)" } ?? "?", "error": error.description])
+            log.error("audio_failed", ["output": "\(outputChoice)", "error": error.description])
             status.withLock { $0.audioFault = error.description }
             return .failure(error)
         }
     }
 
-    private func currentOutput(_ config: Config) throws(AudioError) -> any AudioOutput {
-        let choice = OutputChoice(config)
+    /// The output `audio.*` selects. The device, file and kind are fixed
+    /// at start (file-only keys); `audio.null_realtime` may change.
+    private func currentOutput() throws(AudioError) -> any AudioOutput {
+        let choice = OutputChoice(settings.current)
         if let output, choice == outputChoice { return output }
-        (output as? ALSAOutput)?.close()
+        output?.close()
         output = nil
         let made = try choice.make()
         output = made

@@ -1,12 +1,12 @@
 import CLinux
 import Glibc
+import Soundbox
 import Synchronization
 import SoundboxThreads
 
 /// Journald-friendly log lines on standard error, one per event:
-/// `<6>queue: played id=T1 seq=4`. The `<N>` prefix is the syslog priority
-/// journald reads; keys are fixed words, values quoted when they hold spaces.
-/// Payment amounts are logged only at debug level.
+/// `<6>queue: played id=T1 seq=4` (format: `LogLine`). Payment amounts are
+/// logged only at debug level.
 public struct Log: Sendable {
     public let subsystem: String
     public init(_ subsystem: String) { self.subsystem = subsystem }
@@ -22,19 +22,11 @@ public struct Log: Sendable {
     }
 
     private func write(_ priority: Int, _ event: String, _ fields: KeyValuePairs<String, String>) {
-        var line = "<\(priority)>\(subsystem): \(event)"
-        for (k, v) in fields {
-            let plain = !v.isEmpty && !v.contains { $0 == " " || $0 == "\"" || $0 == "=" || $0 == "\n" }
-            line += " \(k)=" + (plain ? v : "\"" + v.replacingNewlines.replacing("\"", with: "'") + "\"")
-        }
-        line += "\n"
+        // Values are quoted and escaped (LogLine): no payload can forge a line.
+        let line = LogLine.format(priority: priority, subsystem: subsystem, event: event, fields: fields) + "\n"
         // One write(2) per line so lines from threads never interleave.
         _ = line.utf8CString.withUnsafeBufferPointer { Glibc.write(2, $0.baseAddress, $0.count - 1) }
     }
-}
-
-extension String {
-    var replacingNewlines: String { String(map { $0 == "\n" ? " " : $0 }) }
 }
 
 /// systemd's notification protocol (sd_notify(3)) without libsystemd:

@@ -15,12 +15,41 @@ public struct MQTTError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// What the client reports. Called on libmosquitto's network thread: keep
+/// What the client reports. Called on the client's network thread: keep
 /// each call short, and never call `stop()` from it.
 public protocol MQTTClientDelegate: AnyObject, Sendable {
-    /// CONNACK arrived; `rc` 0 means accepted.
+    /// CONNACK arrived; `rc` 0 means accepted. A refusal is MQTT 3.1.1's
+    /// return code (1-5, e.g. 4 bad user name or password, 5 not
+    /// authorised) or, on an MQTT 5 connection, its reason code (128 and
+    /// up, e.g. 134 bad user name or password, 135 not authorised):
+    /// `MQTTClient.connackText(rc:)` says which. A refusal of MQTT 5 itself
+    /// (132) is not reported here: the client falls back to 3.1.1 and says
+    /// so through `mqttLibraryLog`.
     func mqttConnected(rc: Int32)
-    /// The link went down (`rc` 0: we asked for it).
+    /// The link went down. Called once after every accepted CONNACK, and
+    /// also for attempts that ended before one. `rc` is what libmosquitto
+    /// 2.0.11 hands its `on_disconnect` callback, one of three kinds:
+    ///
+    /// - `0`: we asked for it (`stop()`).
+    /// - 1-30, a libmosquitto `MOSQ_ERR_*` code: the connection ended
+    ///   without a DISCONNECT from the broker. 7 (`MOSQ_ERR_CONN_LOST`):
+    ///   the broker closed the connection or it was reset, which includes
+    ///   **a session takeover on an MQTT 3.1.1 connection, and on MQTT 5
+    ///   with mosquitto before 2.0.15** (Debian 12's 2.0.11 closes the
+    ///   old connection without a DISCONNECT); 19 (`MOSQ_ERR_KEEPALIVE`):
+    ///   no answer within 1.5 × keepalive; 5 (`MOSQ_ERR_CONN_REFUSED`):
+    ///   after a refusing 3.1.1 CONNACK; 2 (`MOSQ_ERR_PROTOCOL`): after a
+    ///   refusing MQTT 5 CONNACK, or a malformed packet; 14
+    ///   (`MOSQ_ERR_ERRNO`), 8 (`MOSQ_ERR_TLS`): socket or TLS errors.
+    /// - 128 and up, only on MQTT 5 connections: the reason code of the
+    ///   broker's DISCONNECT, e.g. **142 session taken over** (another
+    ///   client connected with our client id; mosquitto 2.0.15 and later),
+    ///   139 server shutting down, 149 packet too large, 152
+    ///   administrative action. `MQTTClient.isSessionTakeover(rc:)` tells
+    ///   a takeover; `MQTTClient.disconnectText(rc:)` describes any rc.
+    ///
+    /// (A broker may also send DISCONNECT with reason 0, "normal
+    /// disconnection"; mosquitto never does. It then reads as `0` too.)
     func mqttDisconnected(rc: Int32)
     /// A message arrived. For QoS 1, its PUBACK is sent after this returns
     /// (threaded loop): make it durable here.
@@ -28,7 +57,8 @@ public protocol MQTTClientDelegate: AnyObject, Sendable {
     /// The broker acknowledged our QoS 1 publish `mid`.
     func mqttPublished(mid: Int32)
     /// libmosquitto's own warnings and errors (TLS failures, refused
-    /// connections): what a technician needs to see.
+    /// connections) and the client's own notes (falling back to MQTT
+    /// 3.1.1): what a technician needs to see.
     func mqttLibraryLog(_ message: String)
 }
 
@@ -40,11 +70,20 @@ extension MQTTClientDelegate {
 /// threaded mode (`mosquitto_threaded_set(true)`): then, as under
 /// `mosquitto_loop_start`, the PUBACK of an incoming QoS 1 message is only
 /// written after `on_message` has returned (measured on 2.0.11; unthreaded,
-/// it leaves before). Our thread rather than `mosquitto_loop_start`'s
-/// because libmosquitto's own loop gives up for good when the first
-/// connection fails, on a TLS error or a DNS failure: a box that boots
-/// before its network would never connect. Reconnects use capped
-/// exponential backoff whose base gets fresh jitter after every disconnect.
+/// it leaves before). Our thread, calling `mosquitto_loop` and making
+/// every connection itself, rather than `mosquitto_loop_start` or
+/// `mosquitto_loop_forever`: libmosquitto's own loop gives up for good
+/// when the first connection fails, on a TLS error or a DNS failure (a box
+/// that boots before its network would never connect), and it could not
+/// switch protocol versions between attempts. Reconnects use capped
+/// exponential backoff with fresh jitter for every wait.
+///
+/// MQTT 5 by default (clean start off, a Session Expiry Interval, a
+/// Maximum Packet Size the broker must not exceed towards us); when the
+/// broker refuses MQTT 5 (CONNACK "unsupported protocol version", or two
+/// MQTT 5 connections in a row closed before any CONNACK while 3.1.1 then
+/// gets one), MQTT 3.1.1 with clean session off, said once through
+/// `mqttLibraryLog`. `protocolVersion` tells which.
 public final class MQTTClient: @unchecked Sendable {
     public struct Options: Sendable {
         public var clientID: String
@@ -57,6 +96,30 @@ public final class MQTTClient: @unchecked Sendable {
         public var username: String?
         public var password: String?
         public var reconnectMax: Int = 60
+        /// 5: MQTT 5, falling back to 3.1.1 when the broker refuses it;
+        /// 4: MQTT 3.1.1 only.
+        public var protocolVersion: Int = 5
+        /// MQTT 5 Maximum Packet Size (whole packet: header, topic,
+        /// properties, payload): the broker drops, instead of sending us,
+        /// any message that would not fit. libmosquitto itself does not
+        /// enforce it on what it reads (2.0.11 allocates whatever length a
+        /// packet announces, up to 256 MB); only the broker honouring it
+        /// protects us. With MQTT 3.1.1 there is no such property: the
+        /// broker's `message_size_limit` is the only bound.
+        ///
+        /// A backstop, not the filter: mosquitto (2.0.11, and 2.0.18 still)
+        /// loses one of our in-flight slots for every message it drops this
+        /// way, and after Receive Maximum (20) of them sends us nothing more
+        /// until we reconnect. The broker must refuse large messages itself
+        /// (`message_size_limit`, `max_packet_size`) below this size, as
+        /// board/mosquitto/soundbox-fleet.conf does (16 KiB / 32 KiB).
+        public var maximumPacketSize: UInt32 = 64 * 1024
+        /// MQTT 5 Session Expiry Interval in seconds: how long the broker
+        /// keeps our session (subscriptions, queued QoS 1 messages) while
+        /// we are away. 0xFFFFFFFF = never expires, which is what clean
+        /// session off means in MQTT 3.1.1; the broker may cap it
+        /// (mosquitto: `persistent_client_expiration`).
+        public var sessionExpiry: UInt32 = .max
 
         public struct TLS: Sendable {
             public var ca: String
@@ -72,24 +135,45 @@ public final class MQTTClient: @unchecked Sendable {
     private weak var delegateRef: (any MQTTClientDelegate)?
     private let started = Atomic<Bool>(false)
     private let stopping = Atomic<Bool>(false)
+    private let version: Atomic<Int>
+    /// The least wait before the next reconnect, in milliseconds (`delayReconnect`).
+    private let minimumWaitMs = Atomic<Int>(0)
     private let wake = Condition()
     private var thread: ServiceThread?
+
+    // The current attempt, and the fallback decision: touched only on the
+    // network thread (libmosquitto's callbacks run there too).
+    private var attempt = Attempt()
+    private struct Attempt {
+        var connack: Int32?         // the CONNACK's code, once it came
+        var disconnectRC: Int32?    // the rc on_disconnect reported, once it did
+        var suppressDisconnect = false
+        var fallBackNow = false
+    }
+    /// MQTT 5 attempts in a row closed before a CONNACK.
+    private var closedBeforeConnack = 0
+    /// Trying 3.1.1 after MQTT 5 connections were closed (not refused):
+    /// confirmed by any 3.1.1 CONNACK, undone if 3.1.1 is closed too.
+    private var probingV311 = false
 
     /// Library initialisation, once per process.
     private static let libraryReady: Bool = { mosquitto_lib_init() == MOSQ_ERR_SUCCESS.rawValue }()
 
-    /// Creates the handle with a persistent session (MQTT 3.1.1, clean
-    /// session off): the broker keeps QoS 1 payments while we are away.
+    /// Creates the handle with a persistent session: the broker keeps QoS 1
+    /// payments while we are away (MQTT 5: clean start off and
+    /// `sessionExpiry`; 3.1.1: clean session off).
     public init(_ options: Options, delegate: any MQTTClientDelegate) throws(MQTTError) {
         precondition(Self.libraryReady, "mosquitto_lib_init failed")
+        precondition(options.protocolVersion == 5 || options.protocolVersion == 4, "protocolVersion is 5 or 4")
         self.options = options
+        version = Atomic(options.protocolVersion)
         guard let h = mosquitto_new(options.clientID, false, nil) else {
             throw MQTTError(call: "mosquitto_new", code: MOSQ_ERR_ERRNO.rawValue, errno: Glibc.errno)
         }
         handle = h
         delegateRef = delegate
         mosquitto_user_data_set(h, Unmanaged.passUnretained(self).toOpaque())
-        try check(mosquitto_int_option(h, MOSQ_OPT_PROTOCOL_VERSION, MQTT_PROTOCOL_V311), "mosquitto_int_option(PROTOCOL_VERSION)")
+        try check(mosquitto_int_option(h, MOSQ_OPT_PROTOCOL_VERSION, Int32(options.protocolVersion)), "mosquitto_int_option(PROTOCOL_VERSION)")
         // Without it, Nagle plus delayed ACK add 13-44 ms to every exchange.
         try check(mosquitto_int_option(h, MOSQ_OPT_TCP_NODELAY, 1), "mosquitto_int_option(TCP_NODELAY)")
         if let will = options.will {
@@ -106,15 +190,12 @@ public final class MQTTClient: @unchecked Sendable {
             try check(mosquitto_tls_opts_set(h, 1, "tlsv1.2", nil), "mosquitto_tls_opts_set")
             try check(mosquitto_tls_insecure_set(h, false), "mosquitto_tls_insecure_set")
         }
-        jitterReconnectDelay()
 
         mosquitto_connect_callback_set(h) { _, ctx, rc in
-            MQTTClient.from(ctx)?.delegateRef?.mqttConnected(rc: rc)
+            MQTTClient.from(ctx)?.connected(rc: rc)
         }
         mosquitto_disconnect_callback_set(h) { _, ctx, rc in
-            guard let client = MQTTClient.from(ctx) else { return }
-            client.jitterReconnectDelay()
-            client.delegateRef?.mqttDisconnected(rc: rc)
+            MQTTClient.from(ctx)?.disconnected(rc: rc)
         }
         mosquitto_message_callback_set(h) { _, ctx, message in
             guard let client = MQTTClient.from(ctx), let m = message?.pointee else { return }
@@ -142,6 +223,33 @@ public final class MQTTClient: @unchecked Sendable {
         ctx.map { Unmanaged<MQTTClient>.fromOpaque($0).takeUnretainedValue() }
     }
 
+    /// The MQTT version of the current connection, or of the next attempt
+    /// when there is none: 5 (MQTT 5) or 4 (MQTT 3.1.1, after the broker
+    /// refused MQTT 5, or `Options.protocolVersion` 4).
+    public var protocolVersion: Int { version.load(ordering: .relaxed) }
+
+    /// True for the MQTT 5 DISCONNECT reason 142, "session taken over":
+    /// another client connected with our client id (see `mqttDisconnected`
+    /// for the brokers that send it; others just close: rc 7).
+    public static func isSessionTakeover(rc: Int32) -> Bool { rc == 142 }
+
+    /// The `mqttDisconnected` rc of a connection the peer closed
+    /// (MOSQ_ERR_CONN_LOST): what a mosquitto before 2.0.15 does to the
+    /// session another client took over.
+    public static let connectionLost: Int32 = MOSQ_ERR_CONN_LOST.rawValue
+
+    /// A CONNACK code as text: 3.1.1 return codes (1-5) and MQTT 5 reason
+    /// codes (128 and up) do not overlap.
+    public static func connackText(rc: Int32) -> String {
+        String(cString: rc < 128 ? mosquitto_connack_string(rc) : mosquitto_reason_string(rc))
+    }
+
+    /// A `mqttDisconnected` rc as text: libmosquitto's error (below 128) or
+    /// the broker's MQTT 5 DISCONNECT reason (128 and up).
+    public static func disconnectText(rc: Int32) -> String {
+        String(cString: rc < 128 ? mosquitto_strerror(rc) : mosquitto_reason_string(rc))
+    }
+
     /// Starts connecting in the background; returns at once. Failures to
     /// reach the broker are retried by the network thread, forever.
     public func start() throws(MQTTError) {
@@ -150,57 +258,182 @@ public final class MQTTClient: @unchecked Sendable {
         thread = ServiceThread(name: "mqtt") { [self] in networkLoop() }
     }
 
-    /// Disconnects cleanly (no will) and stops the network thread.
-    public func stop() {
-        guard started.exchange(false, ordering: .relaxed) else { return }
+    /// Makes the wait before the next connection attempt at least
+    /// `seconds` (the usual backoff still applies when it is longer).
+    /// For a delegate that sees its session taken over again and again and
+    /// wants to give the other client room; call it from `mqttDisconnected`
+    /// to affect the reconnect that follows. `stop()` still ends the wait.
+    public func delayReconnect(atLeast seconds: Double) {
+        minimumWaitMs.store(max(0, Int(seconds * 1000)), ordering: .relaxed)
+    }
+
+    /// Disconnects cleanly (no will) and stops the network thread, waiting
+    /// for it at most `timeout` seconds; returns whether it ended. (It
+    /// cannot end while blocked in a TCP connect to an unreachable host:
+    /// the kernel's SYN retries take up to ~2 minutes.)
+    @discardableResult
+    public func stop(timeout: Double = 5) -> Bool {
+        guard started.exchange(false, ordering: .relaxed) else { return true }
         wake.broadcast { stopping.store(true, ordering: .relaxed) }
-        mosquitto_disconnect(handle)   // makes mosquitto_loop_forever return
-        thread?.join(timeout: 5)
+        mosquitto_disconnect(handle)   // the network thread sends DISCONNECT and returns
+        return thread?.join(timeout: timeout) ?? true
+    }
+
+    // MARK: - Network thread
+
+    private func connected(rc: Int32) {
+        attempt.connack = rc
+        let v = version.load(ordering: .relaxed)
+        if v == 5 && rc == MQTT_RC_UNSUPPORTED_PROTOCOL_VERSION.rawValue && options.protocolVersion == 5 {
+            // A 3.1.1 broker answers a v5 CONNECT with a v3 CONNACK
+            // "unacceptable protocol version"; libmosquitto reports it as
+            // 132 (handle__connack) and then closes with MOSQ_ERR_PROTOCOL.
+            attempt.suppressDisconnect = true
+            attempt.fallBackNow = true
+            delegateRef?.mqttLibraryLog("the broker refused MQTT 5 (CONNACK: \(Self.connackText(rc: rc))); using MQTT 3.1.1 from now on, where only the broker's message_size_limit bounds the messages it sends")
+            return
+        }
+        if v == 4 && probingV311 {
+            // 3.1.1 got an answer where MQTT 5 got none: keep it.
+            probingV311 = false
+            delegateRef?.mqttLibraryLog("the broker answers MQTT 3.1.1 but closed MQTT 5 connections; using MQTT 3.1.1 from now on, where only the broker's message_size_limit bounds the messages it sends")
+        }
+        if rc == 0 { closedBeforeConnack = 0 }
+        delegateRef?.mqttConnected(rc: rc)
+    }
+
+    private func disconnected(rc: Int32) {
+        attempt.disconnectRC = rc
+        if attempt.suppressDisconnect { return }
+        delegateRef?.mqttDisconnected(rc: rc)
+    }
+
+    /// CONNECT properties for MQTT 5 (the caller frees them).
+    private func connectProperties() throws(MQTTError) -> OpaquePointer? {
+        var props: OpaquePointer?
+        do throws(MQTTError) {
+            try check(mosquitto_property_add_int32(&props, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), options.sessionExpiry),
+                      "mosquitto_property_add_int32(SESSION_EXPIRY_INTERVAL)")
+            try check(mosquitto_property_add_int32(&props, Int32(MQTT_PROP_MAXIMUM_PACKET_SIZE.rawValue), options.maximumPacketSize),
+                      "mosquitto_property_add_int32(MAXIMUM_PACKET_SIZE)")
+        } catch {
+            mosquitto_property_free_all(&props)
+            throw error
+        }
+        return props
     }
 
     private func networkLoop() {
         let port = options.port != 0 ? options.port : (options.tls == nil ? 1883 : 8883)
-        var attempt = 0
-        var everConnected = false
+        var failures = 0
         while !stopping.load(ordering: .relaxed) {
-            var rc = everConnected ? mosquitto_reconnect(handle)
-                                   : mosquitto_connect(handle, options.host, Int32(port), Int32(options.keepalive))
+            attempt = Attempt()
+            let v = version.load(ordering: .relaxed)
+            var rc: Int32
+            var err: Int32 = 0
+            if let e = setVersion(v) {
+                rc = e
+            } else if v == 5 {
+                var props: OpaquePointer?
+                do { props = try connectProperties() } catch { delegateRef?.mqttLibraryLog(error.description) }
+                rc = mosquitto_connect_bind_v5(handle, options.host, Int32(port), Int32(options.keepalive), nil, props)
+                err = Glibc.errno
+                mosquitto_property_free_all(&props)
+            } else {
+                // No properties: they would make a 3.1.1 connect fail (NOT_SUPPORTED).
+                rc = mosquitto_connect_bind_v5(handle, options.host, Int32(port), Int32(options.keepalive), nil, nil)
+                err = Glibc.errno
+            }
             if rc == MOSQ_ERR_SUCCESS.rawValue {
-                everConnected = true
-                attempt = 0
-                // Returns after disconnect(), or on errors its own retries do not cover.
-                rc = mosquitto_loop_forever(handle, -1, 1)
+                // Until the link ends (on_disconnect has run then), or stop().
+                repeat {
+                    rc = mosquitto_loop(handle, -1, 1)
+                    err = Glibc.errno
+                } while rc == MOSQ_ERR_SUCCESS.rawValue && !stopping.load(ordering: .relaxed)
             }
-            if stopping.load(ordering: .relaxed) { break }
-            if rc != MOSQ_ERR_SUCCESS.rawValue {
-                delegateRef?.mqttLibraryLog(MQTTError(call: "connect to \(options.host):\(port)", code: rc, errno: Glibc.errno).description)
+            if stopping.load(ordering: .relaxed) {
+                // stop() may have come before this connection existed, or
+                // before the loop wrote its DISCONNECT: say goodbye cleanly
+                // (no will), within a second.
+                if mosquitto_socket(handle) != -1 {
+                    mosquitto_disconnect(handle)
+                    for _ in 0..<10 {
+                        if mosquitto_loop(handle, 100, 1) != MOSQ_ERR_SUCCESS.rawValue || mosquitto_socket(handle) == -1 { break }
+                    }
+                }
+                break
             }
+            if attempt.connack == 0 && attempt.disconnectRC == nil {
+                // Ended without on_disconnect (e.g. select failed): say it,
+                // so every accepted CONNACK has its disconnect.
+                delegateRef?.mqttDisconnected(rc: rc)
+            } else if attempt.disconnectRC == nil && rc != MOSQ_ERR_SUCCESS.rawValue && rc != MOSQ_ERR_NO_CONN.rawValue {
+                // The connect itself failed (refused, DNS, TLS): nothing else reported it.
+                delegateRef?.mqttLibraryLog(MQTTError(call: "connect to \(options.host):\(port)", code: rc, errno: err).description)
+            }
+            if attempt.connack == 0 { failures = 0 }
+            if nextVersion(after: v) { continue }   // a protocol fallback: at once
             // Capped exponential backoff with jitter: 1-2 s, doubling, at most reconnectMax.
             let ceiling = Double(max(options.reconnectMax, 2))
-            let delay = min(ceiling, Double.random(in: 1...2) * Double(1 << min(attempt, 16)))
-            attempt += 1
+            let backoff = min(ceiling, Double.random(in: 1...2) * Double(1 << min(failures, 16)))
+            let delay = max(backoff, Double(minimumWaitMs.exchange(0, ordering: .relaxed)) / 1000)
+            failures += 1
             wake.wait(timeout: delay) { stopping.load(ordering: .relaxed) }
         }
+    }
+
+    /// Sets the protocol version for the next connect; an error code or nil.
+    private func setVersion(_ v: Int) -> Int32? {
+        let rc = mosquitto_int_option(handle, MOSQ_OPT_PROTOCOL_VERSION, Int32(v == 5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311))
+        return rc == MOSQ_ERR_SUCCESS.rawValue ? nil : rc
+    }
+
+    /// Decides the version of the next attempt; true to retry at once.
+    private func nextVersion(after v: Int) -> Bool {
+        guard options.protocolVersion == 5 else { return false }
+        let closedEarly = attempt.connack == nil && attempt.disconnectRC == MOSQ_ERR_CONN_LOST.rawValue
+        if v == 5 {
+            if attempt.fallBackNow {
+                version.store(4, ordering: .relaxed)
+                return true
+            }
+            guard closedEarly else {
+                if attempt.connack != nil { closedBeforeConnack = 0 }
+                return false
+            }
+            closedBeforeConnack += 1
+            guard closedBeforeConnack >= 2 else { return false }
+            closedBeforeConnack = 0
+            probingV311 = true
+            version.store(4, ordering: .relaxed)
+            delegateRef?.mqttLibraryLog("the broker closed 2 MQTT 5 connections in a row before answering; trying MQTT 3.1.1")
+            return true
+        }
+        if probingV311 && closedEarly {
+            // 3.1.1 is closed too: the protocol was not the problem.
+            probingV311 = false
+            version.store(5, ordering: .relaxed)
+            delegateRef?.mqttLibraryLog("the broker closed MQTT 3.1.1 too; back to MQTT 5")
+        }
+        return false
     }
 
     /// Publishes; returns the message id that `mqttPublished` will report.
     @discardableResult
     public func publish(_ topic: String, _ payload: String, qos: Int32 = 1, retain: Bool = false) throws(MQTTError) -> Int32 {
+        try publish(topic, Array(payload.utf8), qos: qos, retain: retain)
+    }
+
+    /// Publishes bytes; returns the message id that `mqttPublished` will report.
+    @discardableResult
+    public func publish(_ topic: String, _ bytes: [UInt8], qos: Int32 = 1, retain: Bool = false) throws(MQTTError) -> Int32 {
         var mid: Int32 = 0
-        let bytes = Array(payload.utf8)
         try check(mosquitto_publish(handle, &mid, topic, Int32(bytes.count), bytes, qos, retain), "mosquitto_publish(\(topic))")
         return mid
     }
 
     public func subscribe(_ topic: String, qos: Int32 = 1) throws(MQTTError) {
         try check(mosquitto_subscribe(handle, nil, topic, qos), "mosquitto_subscribe(\(topic))")
-    }
-
-    /// Capped exponential backoff from a base of 1–2 s (fresh jitter each
-    /// time the link drops), so a fleet of boxes does not reconnect in step.
-    private func jitterReconnectDelay() {
-        let base = UInt32.random(in: 1...2)
-        mosquitto_reconnect_delay_set(handle, base, UInt32(max(options.reconnectMax, 2)), true)
     }
 
     private func check(_ rc: Int32, _ call: String) throws(MQTTError) {

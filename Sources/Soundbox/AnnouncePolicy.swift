@@ -16,12 +16,22 @@ public enum AnnouncePolicy {
     ///   - clockSynchronized: without a synchronised clock (a Pi has no RTC)
     ///     age cannot be trusted, so nothing expires: speaking late beats
     ///     dropping a payment on a wrong date.
-    public static func decide(happenedAt: Int64, now: Int64, staleAfter: Int, clockSynchronized: Bool, muted: Bool) -> Decision {
+    ///   - heldBack: seconds the payment waited behind requests (a replay,
+    ///     a prompt) after it arrived: never counted against it.
+    public static func decide(happenedAt: Int64, now: Int64, heldBack: Int64 = 0, staleAfter: Int, clockSynchronized: Bool,
+                              muted: Bool) -> Decision {
         if muted { return .mute }
-        let age = now - happenedAt
+        let age = now - heldBack - happenedAt
         if staleAfter > 0 && clockSynchronized && age > Int64(staleAfter) {
             return .expire(reason: "stale: \(age) s old, limit \(staleAfter) s")
         }
         return .speak
+    }
+
+    /// Seconds of `[from, to]` that fall inside `busy` (a request that was
+    /// speaking): how long a payment that arrived at `from` was held back.
+    public static func overlap(from: Int64, to: Int64, busy: ClosedRange<Int64>?) -> Int64 {
+        guard let busy else { return 0 }
+        return max(0, min(to, busy.upperBound) - max(from, busy.lowerBound))
     }
 }

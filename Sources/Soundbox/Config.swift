@@ -4,26 +4,55 @@ import FoundationEssentials
 /// `#` comments (whole lines, or after whitespace), blank lines allowed.
 /// Every key, its default and its range: docs/config.md. An invalid file is
 /// rejected as a whole, naming the file, line, key and allowed values.
+///
+/// Values are read through typed keys (`config[.audioVolume]` is an `Int`,
+/// `config[.audioMute]` a `Bool`), checked when they are set, so reading
+/// one can never fail.
 public struct Config: Sendable, Equatable {
     public static let defaultPath = "/etc/soundbox/soundbox.conf"
 
-    /// Validated values by key; keys not set have their default.
-    private var values: [String: String] = [:]
+    /// Validated values by key name; keys not set have their default.
+    private var values: [String: ConfigValue] = [:]
 
     public init() {}
 
-    public subscript(key: ConfigKey) -> String { values[key.name] ?? key.defaultValue }
+    public subscript(key: TextKey) -> String {
+        guard case .text(let s) = value(key.key) else { preconditionFailure("\(key.key.name) holds a non-text value") }
+        return s
+    }
+    public subscript(key: IntKey) -> Int {
+        guard case .integer(let n) = value(key.key) else { preconditionFailure("\(key.key.name) holds a non-integer value") }
+        return n
+    }
+    public subscript(key: BoolKey) -> Bool {
+        guard case .bool(let b) = value(key.key) else { preconditionFailure("\(key.key.name) holds a non-boolean value") }
+        return b
+    }
+    public subscript(key: AmountKey) -> Amount {
+        guard case .amount(let a) = value(key.key) else { preconditionFailure("\(key.key.name) holds a non-amount value") }
+        return a
+    }
 
-    public func integer(_ key: ConfigKey) -> Int { Int(self[key])! }
-    public func bool(_ key: ConfigKey) -> Bool { self[key] == "true" }
-    public func amount(_ key: ConfigKey) -> Amount { try! Amount.parse(self[key], max: .wordsMax) }
+    /// The key's value as text (as a file would say it).
+    public func text(_ key: ConfigKey) -> String { value(key).text }
+
+    /// Whether the key was set (by a file, a flag or the overlay) rather than left at its default.
+    public func isSet(_ key: ConfigKey) -> Bool { values[key.name] != nil }
+
+    private func value(_ key: ConfigKey) -> ConfigValue {
+        // A key's kind accepts its own default (ConfigTests.everyKeyDefaultIsValid).
+        values[key.name] ?? key.kind.parse(key.defaultValue)!
+    }
 
     /// Every key with its effective value, in `ConfigKey.all` order;
     /// secrets masked.
     public var effective: [(key: ConfigKey, value: String)] { ConfigKey.all.map { ($0, shown($0)) } }
 
     /// The value as it may be shown to people: a set secret is "********".
-    public func shown(_ key: ConfigKey) -> String { key.secret && !self[key].isEmpty ? "********" : self[key] }
+    public func shown(_ key: ConfigKey) -> String {
+        let t = text(key)
+        return key.secret && !t.isEmpty ? "********" : t
+    }
 
     /// This config with `overlay` (remote config, `config set`) on top.
     /// Overlay entries that are no longer valid are skipped and returned.
@@ -36,12 +65,21 @@ public struct Config: Sendable, Equatable {
         return (c, rejected)
     }
 
-    /// Sets a key after validating the value (remote config, `config set`).
+    /// Sets a key after validating the value.
     public mutating func set(_ name: String, _ value: String) throws(ConfigError) {
         guard let key = ConfigKey.named(name) else { throw .unknownKey(name) }
-        if let why = key.kind.problem(with: value) { throw .badValue(key: name, value: value, allowed: why) }
-        values[name] = value
+        try set(key, value)
     }
+
+    public mutating func set(_ key: ConfigKey, _ value: String) throws(ConfigError) {
+        guard let parsed = key.kind.parse(value) else {
+            throw .badValue(key: key.name, value: value, allowed: key.kind.allowed)
+        }
+        values[key.name] = parsed
+    }
+
+    /// Takes `key`'s value from `other` (set or default).
+    public mutating func copy(_ key: ConfigKey, from other: Config) { values[key.name] = other.values[key.name] }
 
     /// Parses a whole file's text; `source` names it in errors.
     public static func parse(_ text: String, source: String) throws(ConfigFileError) -> Config {
@@ -84,23 +122,76 @@ public struct Config: Sendable, Equatable {
         }
         return try parse(text, source: file)
     }
+
+    /// The line of `path` that sets `key`, for messages about a value that
+    /// is valid on its own but not on this box (e.g. a voice pack that is
+    /// not installed); nil if the file does not set it.
+    public static func line(of key: ConfigKey, in path: String) -> Int? {
+        guard let data = FileManager.default.contents(atPath: path) else { return nil }
+        for (i, raw) in String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            if let eq = raw.firstIndex(of: "="), raw[..<eq].trimmed == key.name { return i + 1 }
+        }
+        return nil
+    }
 }
 
-/// One configuration key: its name, default, allowed values and meaning.
+/// A validated value.
+public enum ConfigValue: Sendable, Equatable {
+    case text(String)
+    case integer(Int)
+    case bool(Bool)
+    case amount(Amount)
+
+    /// As a file would write it.
+    public var text: String {
+        switch self {
+        case .text(let s): s
+        case .integer(let n): "\(n)"
+        case .bool(let b): b ? "true" : "false"
+        case .amount(let a): a.description
+        }
+    }
+}
+
+/// One configuration key: its name, default, allowed values, who may change
+/// it, and meaning. Read its value through its typed key (`TextKey`,
+/// `IntKey`, `BoolKey`, `AmountKey`).
 public struct ConfigKey: Sendable, Hashable {
     public let name: String
     public let defaultValue: String
     public let kind: Kind
-    public let help: String
-    /// false for keys that only take effect at start (paths, sockets, the
-    /// broker): `config set` and remote config refuse them.
-    public let runtime: Bool
+    public let scope: Scope
     /// Shown as "********" by `config get`, status and logs.
     public let secret: Bool
+    public let help: String
 
-    public init(name: String, defaultValue: String, kind: Kind, runtime: Bool = true, secret: Bool = false, help: String) {
-        self.name = name; self.defaultValue = defaultValue; self.kind = kind; self.runtime = runtime
+    public init(name: String, defaultValue: String, kind: Kind, scope: Scope, secret: Bool = false, help: String) {
+        self.name = name; self.defaultValue = defaultValue; self.kind = kind; self.scope = scope
         self.secret = secret; self.help = help
+    }
+
+    /// Who may change a key, and when it takes effect.
+    public enum Scope: Int, Sendable, Hashable, Comparable, CaseIterable {
+        /// Only the settings file; read at start (paths, devices, outputs,
+        /// the broker): `config set` and remote config refuse it, and a
+        /// SIGHUP that changes it is logged as needing a restart.
+        case file
+        /// Also `soundboxctl config set` on the box (the technician), at once.
+        case local
+        /// Also the backend's remote config over MQTT (the allow-list of
+        /// DESIGN §2: volume, mute, language, queue policy, prompts).
+        case remote
+
+        public static func < (a: Scope, b: Scope) -> Bool { a.rawValue < b.rawValue }
+
+        /// For docs/config.md: "file (restart)", "config set", "remote".
+        public var label: String {
+            switch self {
+            case .file: "file only (restart)"
+            case .local: "file, config set"
+            case .remote: "file, config set, remote"
+            }
+        }
     }
 
     public enum Kind: Sendable, Hashable {
@@ -108,121 +199,194 @@ public struct ConfigKey: Sendable, Hashable {
         /// Text that may be empty: empty means "not set".
         case optionalText
         case integer(ClosedRange<Int>)
+        case bool
         case choice([String])
         case amount
+        /// A voice pack's folder name: letters, digits, '-' and '_' (no
+        /// path). Whether it is installed is checked where packs are known.
+        case packName
 
-        /// Why `value` is not allowed, phrased as what is allowed; nil if fine.
-        func problem(with value: String) -> String? {
+        /// The value, or nil if `text` is not allowed.
+        public func parse(_ text: String) -> ConfigValue? {
             switch self {
-            case .text:
-                return value.isEmpty ? "a non-empty value" : nil
-            case .optionalText:
-                return nil
+            case .text: return text.isEmpty ? nil : .text(text)
+            case .optionalText: return .text(text)
             case .integer(let range):
-                guard let n = Int(value), range.contains(n) else {
-                    return "an integer \(range.lowerBound)-\(range.upperBound)"
+                guard let n = Int(text), range.contains(n) else { return nil }
+                return .integer(n)
+            case .bool:
+                switch text { case "true": return .bool(true); case "false": return .bool(false); default: return nil }
+            case .choice(let options): return options.contains(text) ? .text(text) : nil
+            case .amount: return (try? Amount.parse(text, max: .wordsMax)).map { .amount($0) }
+            case .packName: return Self.isPackName(text) ? .text(text) : nil
+            }
+        }
+
+        /// What is allowed, for "expected …" messages and docs/config.md.
+        public var allowed: String {
+            switch self {
+            case .text: "a non-empty value"
+            case .optionalText: "any text (empty = not set)"
+            case .integer(let range): "an integer \(range.lowerBound)-\(range.upperBound)"
+            case .bool: "one of true, false"
+            case .choice(let options): "one of " + options.joined(separator: ", ")
+            case .amount: "an amount 0.01-\(Amount.wordsMax) with at most two decimals"
+            case .packName: "a voice pack's name (1-32 letters, digits, '-' or '_')"
+            }
+        }
+
+        static func isPackName(_ s: String) -> Bool {
+            (1...32).contains(s.utf8.count) && s.utf8.allSatisfy { b in
+                switch b {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                     UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"): true
+                default: false
                 }
-                return nil
-            case .choice(let options):
-                return options.contains(value) ? nil : "one of " + options.joined(separator: ", ")
-            case .amount:
-                do { _ = try Amount.parse(value, max: .wordsMax) } catch {
-                    return "an amount 0.01-\(Amount.wordsMax) with at most two decimals (\(error))"
-                }
-                return nil
             }
         }
     }
 
-    public static let stateDir = ConfigKey(name: "state.dir", defaultValue: "/var/lib/soundbox", kind: .text, runtime: false,
-                                           help: "folder of the database soundbox.db")
-    public static let controlSocket = ConfigKey(name: "control.socket", defaultValue: "/run/soundbox/control.sock", kind: .text,
-                                                runtime: false, help: "Unix socket for soundboxctl")
-    public static let controlGroup = ConfigKey(name: "control.group", defaultValue: "soundbox", kind: .text, runtime: false,
-                                               help: "group owning the control socket (mode 0660); ignored if it does not exist")
-    public static let voiceDir = ConfigKey(name: "voice.dir", defaultValue: "/usr/share/soundbox/voices", kind: .text, runtime: false,
-                                           help: "folder holding one folder per voice pack")
-    public static let voiceLang = ConfigKey(name: "voice.lang", defaultValue: "zh-CN", kind: .text,
-                                            help: "voice pack used when a payment names none")
-    public static let audioOutput = ConfigKey(name: "audio.output", defaultValue: "alsa", kind: .choice(["alsa", "wav", "null"]),
-                                              help: "alsa: the sound card; wav: append to audio.wav_file; null: no sound")
-    public static let audioDevice = ConfigKey(name: "audio.device", defaultValue: "default", kind: .text,
-                                              help: "ALSA PCM name, e.g. default, hw:0,0, plughw:1, file:'/tmp/o.raw',raw")
-    public static let audioWavFile = ConfigKey(name: "audio.wav_file", defaultValue: "/tmp/soundbox.wav", kind: .text,
-                                               help: "file written when audio.output = wav")
-    public static let audioNullRealtime = ConfigKey(name: "audio.null_realtime", defaultValue: "true", kind: .choice(["true", "false"]),
-                                                    help: "with audio.output = null: take as long as the sound would (false: instant, for tests)")
-    public static let audioVolume = ConfigKey(name: "audio.volume", defaultValue: "6", kind: .integer(0...10),
-                                              help: "volume 0-10, 2.5 dB a step (10 = full scale)")
-    public static let audioMinVolume = ConfigKey(name: "audio.min_volume", defaultValue: "0", kind: .integer(0...10),
-                                                 help: "payments are never spoken quieter than this, whatever audio.volume (which it does not change)")
-    public static let audioMute = ConfigKey(name: "audio.mute", defaultValue: "false", kind: .choice(["true", "false"]),
-                                            help: "true: payments are recorded as muted, not spoken")
-    public static let queueStaleAfter = ConfigKey(name: "queue.stale_after_s", defaultValue: "600", kind: .integer(0...604_800),
-                                                  help: "a payment older than this when its turn comes is expired, not spoken, if the clock is synchronised (0 = never)")
-    public static let queueRetentionDays = ConfigKey(name: "queue.retention_days", defaultValue: "7", kind: .integer(1...365),
-                                                     help: "duplicate window and age of history kept")
-    public static let queueHistoryMax = ConfigKey(name: "queue.history_max", defaultValue: "10000", kind: .integer(100...1_000_000),
-                                                  help: "finished payments kept at most")
-    public static let paymentMaxAmount = ConfigKey(name: "payment.max_amount", defaultValue: "99999999.99", kind: .amount,
-                                                   help: "larger payments are rejected")
-    public static let deviceID = ConfigKey(name: "device.id", defaultValue: "", kind: .optionalText, runtime: false,
-                                           help: "MQTT client id and topic segment; empty = the hostname")
-    public static let mqttEnabled = ConfigKey(name: "mqtt.enabled", defaultValue: "true", kind: .choice(["true", "false"]), runtime: false,
-                                              help: "false: no broker connection (payments only through soundboxctl say)")
-    public static let mqttHost = ConfigKey(name: "mqtt.host", defaultValue: "localhost", kind: .text, runtime: false,
-                                           help: "broker host name (checked against its TLS certificate)")
-    public static let mqttPort = ConfigKey(name: "mqtt.port", defaultValue: "0", kind: .integer(0...65535), runtime: false,
-                                           help: "broker port; 0 = 1883, or 8883 with TLS")
-    public static let mqttPrefix = ConfigKey(name: "mqtt.prefix", defaultValue: "soundbox/v1", kind: .text, runtime: false,
-                                             help: "topic prefix: PREFIX/DEVICE/payment ...")
-    public static let mqttKeepalive = ConfigKey(name: "mqtt.keepalive", defaultValue: "30", kind: .integer(5...3600), runtime: false,
-                                                help: "seconds between keep-alive pings; a silent link is noticed after 1.5 times this")
-    public static let mqttTLSCA = ConfigKey(name: "mqtt.tls.ca", defaultValue: "", kind: .optionalText, runtime: false,
-                                            help: "CA file; set = TLS 1.2+ with hostname verification (there is no insecure mode)")
-    public static let mqttTLSCert = ConfigKey(name: "mqtt.tls.cert", defaultValue: "", kind: .optionalText, runtime: false,
-                                              help: "client certificate file (with mqtt.tls.key)")
-    public static let mqttTLSKey = ConfigKey(name: "mqtt.tls.key", defaultValue: "", kind: .optionalText, runtime: false,
-                                             help: "client private key file")
-    public static let mqttUsername = ConfigKey(name: "mqtt.username", defaultValue: "", kind: .optionalText, runtime: false,
-                                               help: "broker user name, optional")
-    public static let mqttPassword = ConfigKey(name: "mqtt.password", defaultValue: "", kind: .optionalText, runtime: false, secret: true,
-                                               help: "broker password, optional; never shown or logged")
-    public static let mqttReconnectMax = ConfigKey(name: "mqtt.reconnect_max_s", defaultValue: "60", kind: .integer(2...3600), runtime: false,
-                                                   help: "longest wait between reconnect attempts (exponential from 1 s, with jitter)")
-    public static let mqttLinkPrompts = ConfigKey(name: "mqtt.link_prompts", defaultValue: "true", kind: .choice(["true", "false"]),
-                                                  help: "speak 网络已断开 / 网络已连接 when the broker link goes down or comes back")
-    public static let gpioEnabled = ConfigKey(name: "gpio.enabled", defaultValue: "true", kind: .choice(["true", "false"]), runtime: false,
-                                              help: "false: no mute switch, buttons or LED")
-    public static let gpioChip = ConfigKey(name: "gpio.chip", defaultValue: "gpiochip0", kind: .text, runtime: false,
-                                           help: "GPIO chip by name, path, label or number (Raspberry Pi 5 header: pinctrl-rp1)")
-    public static let gpioDebounce = ConfigKey(name: "gpio.debounce_ms", defaultValue: "30", kind: .integer(1...500), runtime: false,
-                                               help: "software debounce of the buttons and the switch")
-    /// Per function (mute, vol_up, vol_down, led): line offset (-1 = not
-    /// fitted), active-low, bias. Defaults: a Raspberry Pi 4/5 header, BCM
-    /// numbering, buttons and switch to ground with pull-ups (board/).
-    public static let gpioFunctions: [(name: String, line: Int, activeLow: Bool, bias: String)] = [
-        ("mute", 17, true, "pull-up"), ("vol_up", 27, true, "pull-up"), ("vol_down", 22, true, "pull-up"), ("led", 23, false, "as-is"),
-    ]
-    static let gpioKeys: [ConfigKey] = gpioFunctions.flatMap { f in [
-        ConfigKey(name: "gpio.\(f.name).line", defaultValue: "\(f.line)", kind: .integer(-1...1023), runtime: false,
-                  help: "line offset of the \(f.name) \(f.name == "led" ? "output" : "input") on gpio.chip; -1 = not fitted"),
-        ConfigKey(name: "gpio.\(f.name).active_low", defaultValue: "\(f.activeLow)", kind: .choice(["true", "false"]), runtime: false,
-                  help: "true: the \(f.name) is active when the line is low"),
-        ConfigKey(name: "gpio.\(f.name).bias", defaultValue: f.bias, kind: .choice(["as-is", "disable", "pull-up", "pull-down"]), runtime: false,
-                  help: "bias of the \(f.name) line"),
-    ] }
-    public static let logLevel = ConfigKey(name: "log.level", defaultValue: "info", kind: .choice(["info", "debug"]),
-                                           help: "debug adds amounts and per-clip detail")
+    public static func named(_ name: String) -> ConfigKey? { byName[name] }
 
+    /// The key table of docs/config.md, as `soundboxctl config keys` prints it.
+    public static var markdownTable: String {
+        var lines = ["| key | default | allowed | who may change it | meaning |", "|---|---|---|---|---|"]
+        for k in all {
+            let d = k.defaultValue.isEmpty ? "(empty)" : "`\(k.defaultValue)`"
+            lines.append("| `\(k.name)` | \(d) | \(k.kind.allowed) | \(k.scope.label) | \(k.help) |")
+        }
+        return lines.joined(separator: "\n")
+    }
+    private static let byName = Dictionary(uniqueKeysWithValues: all.map { ($0.name, $0) })
+
+    /// Every key, in the order docs/config.md and `config get` list them.
     public static let all: [ConfigKey] = [
-        stateDir, controlSocket, controlGroup, voiceDir, voiceLang, audioOutput, audioDevice, audioWavFile,
-        audioNullRealtime, audioVolume, audioMinVolume, audioMute, queueStaleAfter, queueRetentionDays, queueHistoryMax,
-        paymentMaxAmount, deviceID, mqttEnabled, mqttHost, mqttPort, mqttPrefix, mqttKeepalive, mqttTLSCA, mqttTLSCert,
-        mqttTLSKey, mqttUsername, mqttPassword, mqttReconnectMax, mqttLinkPrompts, gpioEnabled, gpioChip, gpioDebounce,
-    ] + gpioKeys + [logLevel]
+        TextKey.stateDir.key, TextKey.controlSocket.key, TextKey.controlGroup.key, TextKey.voiceDir.key, TextKey.voiceLang.key,
+        TextKey.audioOutput.key, TextKey.audioDevice.key, TextKey.audioWavFile.key, BoolKey.audioNullRealtime.key,
+        IntKey.audioVolume.key, IntKey.audioMinVolume.key, BoolKey.audioMute.key,
+        IntKey.queueStaleAfter.key, IntKey.queueRetentionDays.key, IntKey.queueHistoryMax.key,
+        AmountKey.paymentMaxAmount.key,
+        TextKey.deviceID.key, BoolKey.mqttEnabled.key, TextKey.mqttHost.key, IntKey.mqttPort.key, TextKey.mqttPrefix.key,
+        IntKey.mqttKeepalive.key, TextKey.mqttTLSCA.key, TextKey.mqttTLSCert.key, TextKey.mqttTLSKey.key,
+        TextKey.mqttUsername.key, TextKey.mqttPassword.key, IntKey.mqttReconnectMax.key, BoolKey.mqttLinkPrompts.key,
+        BoolKey.gpioEnabled.key, TextKey.gpioChip.key, IntKey.gpioDebounce.key,
+    ] + GPIOKeys.all.flatMap { [$0.line.key, $0.activeLow.key, $0.bias.key] } + [TextKey.logLevel.key]
+}
 
-    public static func named(_ name: String) -> ConfigKey? { all.first { $0.name == name } }
+/// A key whose value is text (`config[.voiceLang]` is a `String`).
+public struct TextKey: Sendable, Hashable {
+    public let key: ConfigKey
+    init(_ name: String, _ defaultValue: String, _ scope: ConfigKey.Scope, kind: ConfigKey.Kind = .text,
+         secret: Bool = false, help: String) {
+        key = ConfigKey(name: name, defaultValue: defaultValue, kind: kind, scope: scope, secret: secret, help: help)
+    }
+}
+
+/// A key whose value is an integer in a range.
+public struct IntKey: Sendable, Hashable {
+    public let key: ConfigKey
+    init(_ name: String, _ defaultValue: Int, _ range: ClosedRange<Int>, _ scope: ConfigKey.Scope, help: String) {
+        key = ConfigKey(name: name, defaultValue: "\(defaultValue)", kind: .integer(range), scope: scope, help: help)
+    }
+}
+
+/// A key whose value is `true` or `false`.
+public struct BoolKey: Sendable, Hashable {
+    public let key: ConfigKey
+    init(_ name: String, _ defaultValue: Bool, _ scope: ConfigKey.Scope, help: String) {
+        key = ConfigKey(name: name, defaultValue: "\(defaultValue)", kind: .bool, scope: scope, help: help)
+    }
+}
+
+/// A key whose value is an exact amount of money.
+public struct AmountKey: Sendable, Hashable {
+    public let key: ConfigKey
+    init(_ name: String, _ defaultValue: String, _ scope: ConfigKey.Scope, help: String) {
+        key = ConfigKey(name: name, defaultValue: defaultValue, kind: .amount, scope: scope, help: help)
+    }
+}
+
+extension TextKey {
+    public static let stateDir = TextKey("state.dir", "/var/lib/soundbox", .file, help: "folder of the database soundbox.db")
+    public static let controlSocket = TextKey("control.socket", "/run/soundbox/control.sock", .file, help: "Unix socket for soundboxctl")
+    public static let controlGroup = TextKey("control.group", "soundbox", .file,
+                                             help: "group owning the control socket (mode 0660); ignored if it does not exist")
+    public static let voiceDir = TextKey("voice.dir", "/usr/share/soundbox/voices", .file, help: "folder holding one folder per voice pack")
+    public static let voiceLang = TextKey("voice.lang", "zh-CN", .remote, kind: .packName,
+                                          help: "voice pack used when a payment names none; must be installed in voice.dir")
+    public static let audioOutput = TextKey("audio.output", "alsa", .file, kind: .choice(["alsa", "wav", "null"]),
+                                            help: "alsa: the sound card; wav: append to audio.wav_file; null: no sound")
+    public static let audioDevice = TextKey("audio.device", "default", .file,
+                                            help: "ALSA PCM name, e.g. default, hw:0,0, plughw:1, file:'/tmp/o.raw',raw")
+    public static let audioWavFile = TextKey("audio.wav_file", "/tmp/soundbox.wav", .file, help: "file written when audio.output = wav")
+    public static let deviceID = TextKey("device.id", "", .file, kind: .optionalText, help: "MQTT client id and topic segment; empty = the hostname")
+    public static let mqttHost = TextKey("mqtt.host", "localhost", .file, help: "broker host name (checked against its TLS certificate)")
+    public static let mqttPrefix = TextKey("mqtt.prefix", "soundbox/v1", .file, help: "topic prefix: PREFIX/DEVICE/payment ...")
+    public static let mqttTLSCA = TextKey("mqtt.tls.ca", "", .file, kind: .optionalText,
+                                          help: "CA file; set = TLS 1.2+ with hostname verification (there is no insecure mode)")
+    public static let mqttTLSCert = TextKey("mqtt.tls.cert", "", .file, kind: .optionalText, help: "client certificate file (with mqtt.tls.key)")
+    public static let mqttTLSKey = TextKey("mqtt.tls.key", "", .file, kind: .optionalText, help: "client private key file")
+    public static let mqttUsername = TextKey("mqtt.username", "", .file, kind: .optionalText, help: "broker user name, optional")
+    public static let mqttPassword = TextKey("mqtt.password", "", .file, kind: .optionalText, secret: true,
+                                             help: "broker password, optional; never shown or logged")
+    public static let gpioChip = TextKey("gpio.chip", "gpiochip0", .file,
+                                         help: "GPIO chip by name, path, label or number (Raspberry Pi 5 header: pinctrl-rp1)")
+    public static let logLevel = TextKey("log.level", "info", .local, kind: .choice(["info", "debug"]), help: "debug adds amounts and per-clip detail")
+}
+
+extension IntKey {
+    public static let audioVolume = IntKey("audio.volume", 6, 0...10, .remote, help: "volume 0-10, 2.5 dB a step (10 = full scale)")
+    public static let audioMinVolume = IntKey("audio.min_volume", 0, 0...10, .remote,
+                                              help: "payments are never spoken quieter than this, whatever audio.volume (which it does not change)")
+    public static let queueStaleAfter = IntKey("queue.stale_after_s", 600, 0...604_800, .remote,
+                                               help: "a payment older than this when its turn comes is expired, not spoken, if the clock is synchronised (0 = never)")
+    public static let queueRetentionDays = IntKey("queue.retention_days", 7, 1...365, .remote, help: "duplicate window and age of history kept")
+    public static let queueHistoryMax = IntKey("queue.history_max", 10000, 100...1_000_000, .remote, help: "finished payments kept at most")
+    public static let mqttPort = IntKey("mqtt.port", 0, 0...65535, .file, help: "broker port; 0 = 1883, or 8883 with TLS")
+    public static let mqttKeepalive = IntKey("mqtt.keepalive", 30, 5...3600, .file,
+                                             help: "seconds between keep-alive pings; a silent link is noticed after 1.5 times this")
+    public static let mqttReconnectMax = IntKey("mqtt.reconnect_max_s", 60, 2...3600, .file,
+                                                help: "longest wait between reconnect attempts (exponential from 1 s, with jitter)")
+    public static let gpioDebounce = IntKey("gpio.debounce_ms", 30, 1...500, .file, help: "software debounce of the buttons and the switch")
+}
+
+extension BoolKey {
+    public static let audioNullRealtime = BoolKey("audio.null_realtime", true, .local,
+                                                  help: "with audio.output = null: take as long as the sound would (false: instant, for tests)")
+    public static let audioMute = BoolKey("audio.mute", false, .remote, help: "true: payments are recorded as muted, not spoken")
+    public static let mqttEnabled = BoolKey("mqtt.enabled", true, .file,
+                                            help: "false: no broker connection (payments only through soundboxctl say)")
+    public static let mqttLinkPrompts = BoolKey("mqtt.link_prompts", true, .remote,
+                                                help: "speak 网络已断开 / 网络已连接 when the broker link goes down or comes back")
+    public static let gpioEnabled = BoolKey("gpio.enabled", true, .file, help: "false: no mute switch, buttons or LED")
+}
+
+extension AmountKey {
+    public static let paymentMaxAmount = AmountKey("payment.max_amount", "99999999.99", .local, help: "larger payments are rejected")
+}
+
+/// Per GPIO function (mute, vol_up, vol_down, led): line offset (-1 = not
+/// fitted), active-low, bias. Defaults: a Raspberry Pi 4/5 header, BCM
+/// numbering, buttons and switch to ground with pull-ups (board/).
+public struct GPIOKeys: Sendable {
+    public let function: String
+    public let line: IntKey
+    public let activeLow: BoolKey
+    public let bias: TextKey
+
+    init(_ fn: String, line: Int, activeLow: Bool, bias: String) {
+        function = fn
+        let what = fn == "led" ? "output" : "input"
+        self.line = IntKey("gpio.\(fn).line", line, -1...1023, .file, help: "line offset of the \(fn) \(what) on gpio.chip; -1 = not fitted")
+        self.activeLow = BoolKey("gpio.\(fn).active_low", activeLow, .file, help: "true: the \(fn) is active when the line is low")
+        self.bias = TextKey("gpio.\(fn).bias", bias, .file, kind: .choice(["as-is", "disable", "pull-up", "pull-down"]), help: "bias of the \(fn) line")
+    }
+
+    public static let mute = GPIOKeys("mute", line: 17, activeLow: true, bias: "pull-up")
+    public static let volumeUp = GPIOKeys("vol_up", line: 27, activeLow: true, bias: "pull-up")
+    public static let volumeDown = GPIOKeys("vol_down", line: 22, activeLow: true, bias: "pull-up")
+    public static let led = GPIOKeys("led", line: 23, activeLow: false, bias: "as-is")
+    public static let all = [mute, volumeUp, volumeDown, led]
 }
 
 public enum ConfigError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -244,6 +408,7 @@ public struct ConfigFileError: Error, Sendable, Equatable, CustomStringConvertib
     public let source: String
     public let line: Int?
     public let error: ConfigError
+    public init(source: String, line: Int?, error: ConfigError) { self.source = source; self.line = line; self.error = error }
     public var description: String { "\(source)\(line.map { ":\($0)" } ?? ""): \(error)" }
 }
 

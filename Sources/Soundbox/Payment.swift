@@ -54,33 +54,12 @@ public struct Receipt: Sendable, Equatable {
     /// The receipt's JSON, keys in a fixed order:
     /// {"id":"T1","status":"queued","ts":1764415001}
     public var json: String {
-        var fields: [String] = []
-        if let id { fields.append("\"id\":" + JSONText.quote(id)) }
-        fields.append("\"status\":\"\(status.rawValue)\"")
-        fields.append("\"ts\":\(ts)")
-        if let reason { fields.append("\"reason\":" + JSONText.quote(reason)) }
-        if let durable { fields.append("\"durable\":\(durable)") }
-        return "{" + fields.joined(separator: ",") + "}"
-    }
-}
-
-public enum JSONText {
-    /// A JSON string literal for `s`.
-    public static func quote(_ s: String) -> String {
-        var out = "\""
-        for u in s.unicodeScalars {
-            switch u {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where u.value < 0x20:
-                let hex = String(u.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(u)
-            }
-        }
-        return out + "\""
+        var o = JSONObject()
+        o.add("id", ifPresent: id)
+        o.add("status", status.rawValue)
+        o.add("ts", ts)
+        o.add("reason", ifPresent: reason)
+        if let durable { o.add("durable", durable) }
+        return o.text
     }
 }

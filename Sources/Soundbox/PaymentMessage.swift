@@ -18,6 +18,9 @@ public enum PaymentMessage {
     static let fields = ["id", "amount", "amount_minor", "currency", "channel", "ts", "lang"]
     /// Latest accepted `ts`: 2100-01-01T00:00:00Z.
     public static let maxTimestamp: Int64 = 4_102_444_800
+    /// The reason (DESIGN §2) a payment that arrives with the retain flag is
+    /// refused: a payment is an event, not a state.
+    public static let retainedReason = "retained"
 
     /// The payment in `bytes`, or why it is rejected. `id` in the rejection is
     /// the payment's id when one could be read (a string of 1–64 printable ASCII),
@@ -84,10 +87,10 @@ public enum PaymentMessage {
                 return reject(error.description)   // "amount is negative", ...: already names the field
             }
         case (nil, let given?):
-            let text: String
-            switch given {
-            case .string(let s), .number(let s): text = s
-            default: return reject("amount_minor must be an integer or a string of digits, not \(given.kindDescription)")
+            // An integer, as DESIGN §2 says: a string here is a backend bug
+            // (which unit did it mean?), not something to guess at.
+            guard case .number(let text) = given else {
+                return reject("amount_minor must be an integer number of minor units (e.g. 12345 for 123.45), not \(given.kindDescription)")
             }
             do { value = try Amount.parseMinorUnits(text, max: maxAmount) } catch {
                 return reject("amount_minor: \(error.description)")

@@ -28,6 +28,11 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
     /// Nothing could be written: disk full or an I/O error. The transaction
     /// was rolled back; reads may still work.
     public var isWriteFailure: Bool { primary == SQLITE_FULL || primary == SQLITE_IOERR }
+    /// Writing is not allowed: a read-only file, folder or file system, or
+    /// permissions (SQLITE_READONLY, SQLITE_CANTOPEN, SQLITE_PERM, SQLITE_AUTH).
+    public var isPermission: Bool {
+        primary == SQLITE_READONLY || primary == SQLITE_CANTOPEN || primary == SQLITE_PERM || primary == SQLITE_AUTH
+    }
     public var description: String { "\(call) failed: \(message) (\(code))" }
 }
 
@@ -36,9 +41,11 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
 final class Connection {
     let db: OpaquePointer
 
-    init(path: String) throws(StoreError) {
+    /// - Parameter readOnly: open `path` (a file: URI) for reading only.
+    init(path: String, readOnly: Bool = false) throws(StoreError) {
         var handle: OpaquePointer?
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
+        let flags = (readOnly ? SQLITE_OPEN_READONLY | SQLITE_OPEN_URI : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
+            | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
         let rc = sqlite3_open_v2(path, &handle, flags, nil)
         guard rc == SQLITE_OK, let handle else {
             // A handle is returned even on failure, for its message; it must still be closed.

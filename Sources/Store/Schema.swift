@@ -31,6 +31,11 @@ enum Schema {
         CREATE TABLE outbox (n INTEGER PRIMARY KEY AUTOINCREMENT, payload TEXT NOT NULL, created_at INTEGER NOT NULL);
         CREATE TABLE config_overlay (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
         """,
+        // v2. `meta`: the daemon's own small facts that are not settings
+        // (e.g. the last remote config applied from the broker).
+        """
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+        """,
     ]
     /// The version this program writes.
     static var version: Int { migrations.count }

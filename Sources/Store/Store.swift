@@ -1,4 +1,5 @@
 import CSQLite
+import Glibc
 import Soundbox
 import Synchronization
 
@@ -61,6 +62,8 @@ public final class Store: Sendable {
     /// The database file.
     public let path: String
     let connection: Mutex<Connection>
+    /// Device and inode of the file when it was opened.
+    private let identity: (dev: UInt64, ino: UInt64)?
 
     /// Opens or creates the database: WAL, synchronous=FULL, busy_timeout
     /// 5000 ms, schema migrated to the current version. Throws a StoreError
@@ -70,6 +73,34 @@ public final class Store: Sendable {
     public convenience init(path: String) throws(StoreError) {
         try self.init(path: path, maxPageCount: nil)
     }
+
+    /// Opens an existing database for reading only, when it cannot be
+    /// written (a read-only file system or folder): dedup, history and the
+    /// overlay can still be read; every write throws. Without a -wal file
+    /// left by a crash the file is read as immutable (a WAL database needs
+    /// to create its -shm otherwise, which a read-only folder forbids).
+    public init(readingOnly path: String) throws(StoreError) {
+        var st = stat()
+        let hasWAL = stat(path + "-wal", &st) == 0 && st.st_size > 0
+        let uri = "file:" + path.utf8.map { b in
+            // Percent-encode what a URI path cannot hold as is.
+            b == UInt8(ascii: "%") || b == UInt8(ascii: "?") || b == UInt8(ascii: "#") || b < 0x21 || b > 0x7E
+                ? "%" + String(b, radix: 16, uppercase: true).leftPadded(2) : String(UnicodeScalar(b))
+        }.joined() + (hasWAL ? "?mode=ro" : "?immutable=1")
+        let c = try Connection(path: uri, readOnly: true)
+        sqlite3_busy_timeout(c.db, 5000)
+        let check = try c.rows("PRAGMA quick_check") { $0.text(0) ?? "" }
+        guard check == ["ok"] else {
+            throw StoreError(call: "PRAGMA quick_check", code: SQLITE_CORRUPT, message: check.joined(separator: "; "))
+        }
+        self.path = path
+        identity = Self.identity(of: path)
+        isReadOnly = true
+        connection = Mutex(c)
+    }
+
+    /// Opened with `init(readingOnly:)`.
+    public let isReadOnly: Bool
 
     /// `maxPageCount` caps the file (`PRAGMA max_page_count`): tests use it to
     /// make the disk "full".
@@ -89,9 +120,38 @@ public final class Store: Sendable {
         }
         try Schema.migrate(c)
         self.path = path
+        identity = Self.identity(of: path)
+        isReadOnly = false
         connection = Mutex(c)
     }
 
+    private static func identity(of path: String) -> (dev: UInt64, ino: UInt64)? {
+        var st = stat()
+        return stat(path, &st) == 0 ? (UInt64(st.st_dev), UInt64(st.st_ino)) : nil
+    }
+
+    /// Why the file at `path` is no longer the one this store writes to, or
+    /// nil if it is. Someone deleted it (writes would go to a file nobody
+    /// can open again: lost at the next start) or put another file in its
+    /// place. Cheap (one stat): callers check before writing.
+    public func fileProblem() -> String? {
+        guard let identity else { return nil }
+        var st = stat()
+        guard stat(path, &st) == 0 else {
+            return errno == ENOENT ? "\(path) was deleted while soundboxd had it open" : "\(path): \(String(cString: strerror(errno)))"
+        }
+        if UInt64(st.st_dev) != identity.dev || UInt64(st.st_ino) != identity.ino {
+            return "\(path) was replaced by another file while soundboxd had it open"
+        }
+        return nil
+    }
+
+    /// Writes a consistent copy of everything committed to `target` (which
+    /// must not exist), through this connection: it works even when the
+    /// file itself has been deleted (VACUUM INTO).
+    public func copy(to target: String) throws(StoreError) {
+        try locked { c throws(StoreError) in try c.run("VACUUM INTO ?", target) }
+    }
     /// The ingest transaction, durable when it returns. If `payment.id` was
     /// accepted at or after `dedupSince` (ms): `.duplicate` and a `duplicate`
     /// receipt in the outbox. Otherwise the payment is stored (queued, plays
@@ -241,8 +301,9 @@ public final class Store: Sendable {
         return Dictionary(uniqueKeysWithValues: pairs.map { ($0[0], $0[1]) })
     }
 
-    /// Sets (value non-nil) or removes (nil) keys of the overlay, all or none.
-    public func updateOverlay(_ changes: [String: String?]) throws(StoreError) {
+    /// Sets (value non-nil) or removes (nil) keys of the overlay, and sets
+    /// `meta` keys, all or none.
+    public func updateOverlay(_ changes: [String: String?], meta: [String: String] = [:]) throws(StoreError) {
         try locked { c throws(StoreError) in
             try c.transaction { () throws(StoreError) in
                 // In key order, so that a failure happens at the same place every time.
@@ -253,6 +314,55 @@ public final class Store: Sendable {
                         try c.run("DELETE FROM config_overlay WHERE key = ?", key)
                     }
                 }
+                for (key, value) in meta.sorted(by: { $0.key < $1.key }) {
+                    try c.run("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", key, value)
+                }
+            }
+        }
+    }
+
+    /// A `meta` value, or nil.
+    public func meta(_ key: String) throws(StoreError) -> String? {
+        try locked { c throws(StoreError) in
+            try c.rows("SELECT value FROM meta WHERE key = ?", key) { $0.text(0) }.first ?? nil
+        }
+    }
+
+    /// A payment decided while storage failed, to be written through.
+    public struct Adopted: Sendable, Equatable {
+        public var payment: Payment
+        public var state: PaymentState
+        public var acceptedAt: Int64
+        public var updatedAt: Int64
+        public var plays: Int
+        public var reason: String?
+        public init(payment: Payment, state: PaymentState, acceptedAt: Int64, updatedAt: Int64, plays: Int, reason: String?) {
+            self.payment = payment; self.state = state; self.acceptedAt = acceptedAt; self.updatedAt = updatedAt
+            self.plays = plays; self.reason = reason
+        }
+    }
+
+    /// Storage works again: writes what was held in memory, in one
+    /// transaction — the entries in their order and states (new seqs, so
+    /// acceptance order is kept after everything already stored), their
+    /// dedup records, and `receipts` into the outbox. Returns the seqs.
+    public func adopt(_ entries: [Adopted], receipts: [Receipt], now: Int64) throws(StoreError) -> [Int64] {
+        try locked { c throws(StoreError) in
+            try c.transaction { () throws(StoreError) -> [Int64] in
+                var seqs: [Int64] = []
+                for e in entries {
+                    let p = e.payment
+                    try c.run("""
+                        INSERT INTO payments (id, amount_minor, currency, channel, lang, ts, accepted_at, updated_at, state, plays, reason)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        """, p.id, p.amount.minorUnits, p.currency, p.channel.rawValue, p.lang, p.ts, e.acceptedAt, e.updatedAt,
+                        e.state.rawValue, Int64(e.plays), e.reason)
+                    seqs.append(sqlite3_last_insert_rowid(c.db))
+                    try c.run("INSERT OR REPLACE INTO dedup (id, accepted_at) VALUES (?, max(?, coalesce((SELECT accepted_at FROM dedup WHERE id = ?), 0)))",
+                              p.id, e.acceptedAt, p.id)
+                }
+                for r in receipts { try append(r, now: now, c) }
+                return seqs
             }
         }
     }
@@ -304,6 +414,10 @@ public final class Store: Sendable {
     private func locked<T: Sendable>(_ body: (Connection) throws(StoreError) -> T) throws(StoreError) -> T {
         try connection.withLock { (c: inout sending Connection) throws(StoreError) -> T in try body(c) }
     }
+}
+
+extension String {
+    func leftPadded(_ n: Int) -> String { String(repeating: "0", count: max(0, n - count)) + self }
 }
 
 extension Entry {

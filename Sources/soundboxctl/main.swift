@@ -22,7 +22,9 @@ let usage = """
       config get [KEY]
                       the effective settings, or one
       config set KEY VALUE
-                      change a setting (validated and kept across restarts)
+                      change a setting (validated and kept across restarts); keys
+                      that name files, devices or the broker are set only in the
+                      settings file (`config keys` says who may change what)
       test-audio      speak the test prompt and a sample amount now
       doctor          health checks (audio, voice, broker, gpio, database, disk,
                       clock), each OK, WARN or FAIL with a hint
@@ -37,6 +39,7 @@ let usage = """
                       ALSA device (e.g. default, hw:0,0, file:'/tmp/o.raw',raw);
                       with neither, play it on the configured audio.output
       voice check DIR check a voice pack: manifest, every clip decodes, nothing missing
+      config keys     every setting: default, allowed values, who may change it
 
     Options:
       --json          machine-readable output on stdout
@@ -184,7 +187,7 @@ func render(_ args: Arguments, _ out: Output) throws(Failure) {
     case (nil, nil): target = OutputChoice(settings)
     default: throw usageError("render takes either -o or --device, not both")
     }
-    let volumeText = args.options["--volume"] ?? settings[.audioVolume]
+    let volumeText = args.options["--volume"] ?? "\(settings[.audioVolume])"
     guard let volume = Int(volumeText), Volume.range.contains(volume) else {
         throw usageError("--volume must be an integer 0-10, not '\(volumeText)'")
     }
@@ -228,6 +231,13 @@ func voice(_ args: Arguments, _ out: Output) throws(Failure) {
     if !report.ok { exit(1) }
 }
 
+/// `config keys`: every key, its default, what is allowed and who may change it.
+func configKeys(_ out: Output) {
+    struct Key: Encodable { var key, default_value, allowed, scope, help: String }
+    out.emit(ConfigKey.all.map { Key(key: $0.name, default_value: $0.defaultValue, allowed: $0.kind.allowed, scope: "\($0.scope)", help: $0.help) },
+             text: ConfigKey.markdownTable)
+}
+
 func run(_ args: Arguments) throws(Failure) {
     let out = Output(json: args.flags.contains("--json"))
     if args.flags.contains("--version") { print("soundboxctl \(soundboxVersion)"); return }
@@ -241,6 +251,7 @@ func run(_ args: Arguments) throws(Failure) {
     case "words": try words(rest, out)
     case "render": try render(rest, out)
     case "voice": try voice(rest, out)
+    case "config" where rest.positional == ["keys"]: configKeys(out)
     case "help": print(usage)
     default:
         guard let online = OnlineCommand(rawValue: command) else { throw usageError("unknown command '\(command)' (see --help)") }

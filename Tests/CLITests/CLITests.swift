@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// Runs the built `soundboxctl` (it sits next to the test bundle).
 struct Ctl {
@@ -21,26 +22,27 @@ struct Ctl {
 
     /// Runs soundboxctl with `env` added to its environment; `whileRunning`
     /// runs once it has started (e.g. a peer serving its control socket).
-    init(_ args: [String], env: [String: String] = [:], whileRunning: () throws -> Void = {}) throws {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: Self.binary)
-        p.arguments = args
-        p.environment = ["SOUNDBOX_VOICES": Self.voices, "PATH": "/usr/bin:/bin"].merging(env) { $1 }
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        do { try whileRunning() } catch { p.terminate(); throw error }
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        status = p.terminationStatus
-        stdout = String(decoding: o, as: UTF8.self)
-        stderr = String(decoding: e, as: UTF8.self)
+    /// Bounded: if `whileRunning` throws, or soundboxctl is still running
+    /// after `timeout` seconds (a failed test then), it is SIGKILLed; it is
+    /// always reaped before this returns, so none outlives its test.
+    init(_ args: [String], env: [String: String] = [:], timeout: Double = 60,
+         sourceLocation: SourceLocation = #_sourceLocation, whileRunning: () throws -> Void = {}) throws {
+        let run = try CommandRun([Self.binary] + args, environment: ["SOUNDBOX_VOICES": Self.voices, "PATH": "/usr/bin:/bin"].merging(env) { $1 },
+                                 timeout: timeout, whileRunning: whileRunning)
+        if run.timedOut { Issue.record("soundboxctl \(args) still running after \(timeout) s (killed)", sourceLocation: sourceLocation) }
+        status = run.status
+        stdout = run.stdout
+        stderr = run.stderr
     }
 
+    /// Throws (a failed test) rather than trapping: every test module runs
+    /// in one process, and a trap would take the daemons of other suites'
+    /// running tests with it before their cleanup runs.
     func json() throws -> [String: Any] {
-        try JSONSerialization.jsonObject(with: Data(stdout.utf8)) as! [String: Any]
+        guard let j = try JSONSerialization.jsonObject(with: Data(stdout.utf8)) as? [String: Any] else {
+            throw CocoaError(.propertyListReadCorrupt, userInfo: [NSDebugDescriptionErrorKey: "not a JSON object: \(stdout)"])
+        }
+        return j
     }
 }
 
@@ -79,14 +81,7 @@ struct Ctl {
 
     @Test(arguments: [["words"], ["words", "1", "2"], ["frobnicate"], ["words", "1", "--bogus"], ["words", "1", "--lang"], []])
     func usageErrorsExitTwo(_ args: [String]) throws {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: Ctl.binary)
-        p.arguments = args
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        p.waitUntilExit()
-        #expect(p.terminationStatus == 2)
+        #expect(try Ctl(args).status == 2)
     }
 
     @Test func unknownLanguage() throws {
@@ -173,5 +168,20 @@ struct Ctl {
         let r = try Ctl("voice", "check", dir)
         #expect(r.status == 1)
         #expect(r.stdout.contains("error: clip 'seven': seven.mp3:"))
+    }
+}
+
+/// docs/config.md lists exactly the keys the code has, with their defaults,
+/// allowed values and who may change them.
+@Suite struct ConfigKeysCommandTests {
+    @Test func docsConfigTableIsTheCommandsOutput() throws {
+        let r = try Ctl("config", "keys")
+        #expect(r.status == 0)
+        let docs = try String(contentsOfFile: Ctl.voices.replacingOccurrences(of: "/voices", with: "/docs/config.md"), encoding: .utf8)
+        #expect(docs.contains(r.stdout), "docs/config.md is stale: replace its table with `soundboxctl config keys`")
+        #expect(r.stdout.contains("| `audio.wav_file` | `/tmp/soundbox.wav` | a non-empty value | file only (restart) |"))
+        let json = try Ctl("--json", "config", "keys")
+        let keys = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: String]])
+        #expect(keys.first { $0["key"] == "audio.volume" }?["scope"] == "remote")
     }
 }

@@ -297,18 +297,29 @@ import Testing
         #expect(try bad.json() as? [String: String] == ["error": "soundboxd sent volume: 'loud', expected an integer", "code": "protocol"])
     }
 
-    /// `wait` sends `idle S` and gives up S + 5 seconds later.
+    /// `wait` sends `idle S` and gives up S + 5 seconds later, by itself.
+    /// The evidence: the peer never answers and saw soundboxctl hang up
+    /// (had the peer's own 20 s read timeout come first, soundboxctl would
+    /// report the closed connection, `protocol`, not `timeout`); and not
+    /// before S + 5 s, a lower bound that load cannot break (no upper
+    /// bound on elapsed time: that would measure the machine).
     @Test func waitTimesOut() throws {
         let (ok, request) = try exchange(["wait", "--timeout", "30"], reply: "queue_depth: 0\nOK\n")
         #expect(request == "idle 30")
         #expect(ok.status == 0 && ok.stdout == "queue_depth: 0\n")
 
-        let start = Date()
-        let (r, _) = try exchange(["--json", "wait", "--timeout", "1"], reply: nil)
-        let waited = Date().timeIntervalSince(start)
+        let peer = try ScriptedPeer()
+        var sent: String?
+        let clock = ContinuousClock(), start = clock.now
+        let r = try Ctl(["--socket", peer.path, "--json", "wait", "--timeout", "1"]) {
+            sent = try peer.serve(greeting: "OK SOUNDBOX 0.1.0\n", reply: nil)
+        }
+        let waited = clock.now - start
+        #expect(sent == "idle 1")
         #expect(r.status == 1)
-        #expect(try r.json()["code"] as? String == "timeout")
-        #expect(waited > 5.5 && waited < 9, "\(waited)")
+        #expect(try r.json()["code"] as? String == "timeout", "\(r.stdout)")
+        #expect(peer.clientHungUp == true, "the client did not give up by itself")
+        #expect(waited > .milliseconds(5500), "\(waited)")
     }
 }
 
@@ -319,6 +330,9 @@ import Testing
 final class ScriptedPeer {
     let path: String
     private let listener: Int32
+    /// With no reply: whether the client hung up (true) or the peer's read
+    /// timeout ended the wait (false).
+    private(set) var clientHungUp: Bool?
 
     init() throws {
         let path = "/tmp/sbctl-\(UUID().uuidString.prefix(8)).sock"
@@ -353,7 +367,9 @@ final class ScriptedPeer {
         if let reply {
             send(fd, reply)
         } else {
-            while read(fd, &byte, 1) == 1 {}  // until the client hangs up
+            var n = 0
+            repeat { n = read(fd, &byte, 1) } while n == 1  // until the client hangs up
+            clientHungUp = n == 0
         }
         return request
     }

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import MQTTBridge
 
 /// The bank's backend, played by the test over a real MQTT connection:
@@ -21,14 +22,19 @@ final class Backend: MQTTClientDelegate, @unchecked Sendable {
     private let extraTopics: [String]
     private let pingTopic: String
 
-    /// - Parameter subscribe: more topics to collect (`messages(on:)`).
+    /// - Parameters:
+    ///   - subscribe: more topics to collect (`messages(on:)`).
+    ///   - username, password: a login (brokers without anonymous access).
     init(port: Int, device: String, prefix: String = "soundbox/v1", tls: MQTTClient.Options.TLS? = nil,
-         host: String = "127.0.0.1", clientID: String? = nil, subscribe: [String] = []) throws {
+         host: String = "127.0.0.1", clientID: String? = nil, subscribe: [String] = [],
+         username: String? = nil, password: String? = nil) throws {
         topics = Topics(prefix: prefix, device: device)
         extraTopics = subscribe
         pingTopic = topics.receipt + "/ping"   // inside the device's own topics, so ACLs allow it
         var o = MQTTClient.Options(clientID: clientID ?? "backend-\(UUID().uuidString.prefix(8))", host: host, port: port)
         o.tls = tls
+        o.username = username
+        o.password = password
         o.keepalive = 10
         o.reconnectMax = 2
         let c = try MQTTClient(o, delegate: self)
@@ -108,16 +114,7 @@ final class Backend: MQTTClientDelegate, @unchecked Sendable {
     /// Waits (on arrivals, not on a clock) until `done` holds; false on timeout.
     @discardableResult
     func waitUntil(timeout: Double, _ done: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        cond.lock()
-        defer { cond.unlock() }
-        while true {
-            cond.unlock()
-            let ok = done()
-            cond.lock()
-            if ok { return true }
-            if !cond.wait(until: deadline) { cond.unlock(); let ok = done(); cond.lock(); return ok }
-        }
+        cond.wait(timeout: timeout, until: done)
     }
 
     /// Waits until every id has a receipt with one of `statuses`.

@@ -119,13 +119,24 @@ struct MQTTEndpoint: Sendable {
 ///     acl_file <path>              (if given)
 ///
 /// `extraConfig` is placed before the listener blocks: global options only.
+///
+/// With `confD:` the broker is set up as Debian installs it instead: a main
+/// `<dir>/mosquitto.conf` with what Debian's /etc/mosquitto/mosquitto.conf
+/// sets (persistence_location, log_dest; plus `user root` and `log_type all`
+/// for the tests) and `include_dir <dir>/conf.d`, where
+/// `<dir>/conf.d/soundbox.conf` is `confD(port)`: the whole rest of the
+/// configuration, listeners included (one listener, on `port`; `tls` and
+/// `extraConfig` are not used). See MQTTFleetTests' `FleetBroker`.
 final class Broker: @unchecked Sendable {
     let dir: String
     private(set) var port: Int
     private(set) var tlsPort: Int?
     let extraConfig: String
     let tls: TLSListener?
+    /// The conf.d file's text for a given port, if set up like Debian.
+    let confD: (@Sendable (_ port: Int) -> String)?
     var configPath: String { dir + "/mosquitto.conf" }
+    var confDPath: String { dir + "/conf.d/soundbox.conf" }
     var logPath: String { dir + "/mosquitto.log" }
     var dataDir: String { dir + "/data" }
     /// The persistence file mosquitto writes (a new file renamed over the old).
@@ -140,10 +151,12 @@ final class Broker: @unchecked Sendable {
     /// The plain listener, for test-side peers.
     var endpoint: MQTTEndpoint { MQTTEndpoint(port: port) }
 
-    init(dir: String, extraConfig: String = "", tls: TLSListener? = nil) throws {
+    init(dir: String, extraConfig: String = "", tls: TLSListener? = nil,
+         confD: (@Sendable (_ port: Int) -> String)? = nil) throws {
         self.dir = dir
         self.extraConfig = extraConfig
-        self.tls = tls
+        self.tls = confD == nil ? tls : nil
+        self.confD = confD
         try FileManager.default.createDirectory(atPath: dir + "/data", withIntermediateDirectories: true)
         port = 0
         // Free ports are found by binding port 0 and closing; someone may
@@ -175,6 +188,16 @@ final class Broker: @unchecked Sendable {
     }
 
     var config: String {
+        if confD != nil {
+            return [
+                "user root",
+                "persistence true",
+                "persistence_location \(dir)/data/",
+                "log_dest file \(logPath)",
+                "log_type all",
+                "include_dir \(dir)/conf.d",
+            ].joined(separator: "\n") + "\n"
+        }
         var lines: [String] = []
         if tls != nil { lines.append("per_listener_settings true") }
         lines += [
@@ -208,6 +231,10 @@ final class Broker: @unchecked Sendable {
 
     private func writeConfig() throws {
         try config.write(toFile: configPath, atomically: true, encoding: .utf8)
+        if let confD {
+            try FileManager.default.createDirectory(atPath: dir + "/conf.d", withIntermediateDirectories: true)
+            try confD(port).write(toFile: confDPath, atomically: true, encoding: .utf8)
+        }
     }
 
     private struct AddressInUse: Error, CustomStringConvertible { let description: String }
@@ -359,6 +386,21 @@ enum Net {
         var addr = loopback(port: 0)
         guard withSockaddr(&addr, { bind(fd, $0, $1) }) == 0 else { throw HarnessError("bind: errno \(errno)") }
         return try boundPort(fd)
+    }
+
+    /// A TCP socket listening on 127.0.0.1 at a free port, and that port.
+    static func listenLoopback(backlog: Int32) throws -> (fd: Int32, port: Int) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw HarnessError("socket: errno \(errno)") }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var addr = loopback(port: 0)
+        guard withSockaddr(&addr, { bind(fd, $0, $1) }) == 0, listen(fd, backlog) == 0 else {
+            let e = errno
+            close(fd)
+            throw HarnessError("bind/listen: errno \(e)")
+        }
+        do { return (fd, try boundPort(fd)) } catch { close(fd); throw error }
     }
 
     static func loopback(port: Int) -> sockaddr_in {

@@ -2,28 +2,21 @@ import Foundation
 import Testing
 import Soundbox
 import SoundboxStore
+import TestSupport
 
-/// Runs the real soundboxctl against a real daemon.
+/// Runs the real soundboxctl against a real daemon (bounded: a hung
+/// soundboxctl is killed and the test fails, see `CommandRun`).
 struct CtlRun {
     let status: Int32
     let stdout: String
     let stderr: String
 
-    init(_ daemon: Daemon, _ args: [String], prefix: [String] = []) throws {
-        let p = Process()
-        let command = prefix + [Build.soundboxctl, "--socket", daemon.socket] + args
-        p.executableURL = URL(fileURLWithPath: command[0])
-        p.arguments = Array(command.dropFirst())
-        p.environment = ["PATH": "/usr/bin:/bin"]
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let o = out.fileHandleForReading.readDataToEndOfFile(), e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        status = p.terminationStatus
-        stdout = String(decoding: o, as: UTF8.self)
-        stderr = String(decoding: e, as: UTF8.self)
+    init(_ daemon: Daemon, _ args: [String], prefix: [String] = [],
+         sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let r = try CommandRun(prefix + [Build.soundboxctl, "--socket", daemon.socket] + args,
+                               environment: ["PATH": "/usr/bin:/bin"], timeout: 120)
+        #expect(!r.timedOut, "soundboxctl \(args) still running after 120 s (killed)", sourceLocation: sourceLocation)
+        (status, stdout, stderr) = (r.status, r.stdout, r.stderr)
     }
 
     func json() throws -> [String: Any] {
@@ -103,7 +96,7 @@ struct CtlRun {
 
         let doctor = try CtlRun(daemon, ["--json", "doctor"])
         let checks = try #require(try doctor.json()["checks"] as? [[String: Any]])
-        #expect(checks.map { $0["check"] as? String } == ["audio", "voice", "broker", "gpio", "database", "disk", "clock"])
+        #expect(checks.map { $0["check"] as? String } == ["audio", "voice", "broker", "gpio", "database", "disk", "clock", "config"])
         #expect(checks.first { $0["check"] as? String == "database" }?["status"] as? String == "ok")
         // The clock is reported unsynchronised here (warn), which is not a failure.
         #expect(doctor.status == 0, "\(doctor.stdout)")

@@ -11,7 +11,8 @@ import Glibc
 ///
 /// Controls, each safe from any thread at any time:
 /// - `dropAll()`: shutdown + close every current connection (both sides);
-///   new connections are still accepted. Returns once they are closed.
+///   new connections are still accepted. Returns once they are closed
+///   (true), or false after 5 s.
 /// - `stall(true)`: no byte passes either way, but the TCP connections stay
 ///   open (a silent, half-open link: keepalive must notice). New
 ///   connections are accepted, connected upstream, and stalled too. Bytes
@@ -27,8 +28,10 @@ import Glibc
 ///
 /// Counters (`stats`): connections accepted/refused/open, bytes forwarded
 /// up (device → broker) and down, bytes held, cuts. `waitUntil` waits on
-/// them as events (every change wakes it). deinit closes everything and
-/// joins every thread.
+/// them as events (every change wakes it). Bytes are counted under the
+/// same lock hold as their send, so a test that has seen a peer react to
+/// bytes always finds them counted. deinit closes everything and joins
+/// every thread.
 final class FaultProxy: @unchecked Sendable {
     struct Stats: Sendable, CustomStringConvertible {
         var connectionsAccepted = 0
@@ -73,7 +76,9 @@ final class FaultProxy: @unchecked Sendable {
     /// `timeout` passes; returns whether it held.
     @discardableResult
     func waitUntil(timeout: Double = 10, _ condition: (Stats) -> Bool) -> Bool { core.waitUntil(timeout: timeout, condition) }
-    func dropAll() { core.dropAll() }
+    /// True once every connection open at the call is closed (both sides).
+    @discardableResult
+    func dropAll() -> Bool { core.dropAll() }
     func stall(_ on: Bool) { core.stall(on) }
     func cutMidPacket() { core.cutMidPacket() }
     func refuse(_ on: Bool) { core.refuse(on) }
@@ -101,18 +106,7 @@ private final class FaultProxyCore: @unchecked Sendable {
 
     init(upstreamPort: Int) throws {
         self.upstreamPort = upstreamPort
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw HarnessError("proxy socket: errno \(errno)") }
-        var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
-        var addr = Net.loopback(port: 0)
-        guard Net.withSockaddr(&addr, { bind(fd, $0, $1) }) == 0, listen(fd, 128) == 0 else {
-            let e = errno
-            close(fd)
-            throw HarnessError("proxy bind/listen: errno \(e)")
-        }
-        listenFd = fd
-        port = try Net.boundPort(fd)
+        (listenFd, port) = try Net.listenLoopback(backlog: 128)
         wake = try WakePipe()
         acceptThread = JoinableThread { self.acceptLoop() }
     }
@@ -148,7 +142,10 @@ private final class FaultProxyCore: @unchecked Sendable {
         return true
     }
 
-    func dropAll(timeout: Double = 5) {
+    /// Returns once every dropped connection's thread has closed it (true),
+    /// or at the deadline (false).
+    @discardableResult
+    func dropAll(timeout: Double = 5) -> Bool {
         cond.lock()
         let victims = Array(connections.values)
         for c in victims { c.shutdownLocked() }
@@ -158,8 +155,11 @@ private final class FaultProxyCore: @unchecked Sendable {
         let ids = Set(victims.map(\.id))
         let deadline = Date().addingTimeInterval(timeout)
         cond.lock()
-        while !ids.isDisjoint(with: connections.keys) && cond.wait(until: deadline) {}
-        cond.unlock()
+        defer { cond.unlock() }
+        while !ids.isDisjoint(with: connections.keys) {
+            if !cond.wait(until: deadline) { return ids.isDisjoint(with: connections.keys) }
+        }
+        return true
     }
 
     func stall(_ on: Bool) {
@@ -303,8 +303,8 @@ private final class FaultProxyCore: @unchecked Sendable {
                     eofUpstream = true
                 }
             }
-            // Send what is held (non-blocking; EAGAIN leaves it for POLLOUT).
-            if cond.withLock({ stalled }) { continue }
+            // Send what is held (non-blocking; EAGAIN leaves it for POLLOUT;
+            // `flush` sends nothing while stalled).
             if !c.down.isEmpty {
                 guard flush(&c.down, to: c.client, down: true) else { return }
             }
@@ -314,16 +314,24 @@ private final class FaultProxyCore: @unchecked Sendable {
         }
     }
 
-    /// Sends as much of `buffer` as the socket takes now. False on a
-    /// write error (the peer is gone).
+    /// Sends as much of `buffer` as the socket takes now (nothing while
+    /// stalled). False on a write error (the peer is gone).
+    ///
+    /// The send and the count happen under one hold of the lock (the send
+    /// is non-blocking): the peer can react to the bytes as soon as they are
+    /// sent, but whoever reads `stats` after seeing that reaction waits for
+    /// the lock and so sees them counted. Counting after the send let a test
+    /// read the count between the two. Checking `stalled` in the same hold
+    /// means no byte passes once `stall(true)` has returned.
     private func flush(_ buffer: inout [UInt8], to fd: Int32, down: Bool) -> Bool {
+        cond.lock()
+        defer { cond.unlock() }
+        if stalled { return true }
         let n = buffer.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
         if n < 0 { return errno == EAGAIN || errno == EINTR }
         buffer.removeFirst(n)
-        cond.withLock {
-            if down { _stats.bytesDown += n; _stats.pendingDown -= n } else { _stats.bytesUp += n; _stats.pendingUp -= n }
-            cond.broadcast()
-        }
+        if down { _stats.bytesDown += n; _stats.pendingDown -= n } else { _stats.bytesUp += n; _stats.pendingUp -= n }
+        cond.broadcast()
         return true
     }
 

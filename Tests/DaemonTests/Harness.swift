@@ -1,6 +1,7 @@
 import Foundation
 import Soundbox
 import SoundboxControl
+import TestSupport
 
 /// The repository root, the built binaries and a scratch folder per test.
 enum Build {
@@ -26,6 +27,11 @@ final class Scratch {
 
 /// A real soundboxd in a scratch folder: its own config, database, socket,
 /// log file and sd_notify socket (how the test knows it is ready).
+///
+/// Every process it starts is SIGKILLed and reaped in deinit if it is still
+/// running, whatever way the test ended (a thrown error, a failed
+/// `#require`, a test that never stopped a restarted daemon): no run
+/// outlives its test. Every wait on a run is bounded by a deadline.
 final class Daemon {
     let dir: String
     var socket: String { dir + "/control.sock" }
@@ -33,6 +39,8 @@ final class Daemon {
     var logPath: String { dir + "/daemon-\(runs).log" }
     private(set) var runs = 0
     private(set) var process: Process?
+    /// Every run started, with the event its exit sets (the current run last).
+    private var started: [(process: Process, exit: Event)] = []
     /// The sd_notify socket of the current run (READY=1 already read).
     private(set) var notify: NotifySocket?
     var environment: [String: String] = [:]
@@ -52,6 +60,11 @@ final class Daemon {
         try writeConfig()
     }
 
+    deinit {
+        for run in started where run.process.isRunning { kill(run.process.processIdentifier, SIGKILL) }
+        for run in started { _ = run.exit.wait(timeout: 10) }
+    }
+
     /// The settings written to the daemon's config file.
     private(set) var settings: [String: String]
 
@@ -66,10 +79,18 @@ final class Daemon {
         try text.write(toFile: dir + "/soundbox.conf", atomically: true, encoding: .utf8)
     }
 
+    /// The exit event of the current run.
+    private var currentExit: Event? { started.last?.exit }
+
     /// Starts the daemon and returns once it has sent READY=1, or throws
-    /// with its log if it exited first.
+    /// with its log if it exited first or sent nothing within `timeout`
+    /// (then it is killed). Throws if the previous run is still running:
+    /// two daemons on one socket and database is a test bug.
     @discardableResult
-    func start(failpoint: String? = nil, extraEnv: [String: String] = [:]) throws -> Process {
+    func start(failpoint: String? = nil, extraEnv: [String: String] = [:], timeout: Double = 60) throws -> Process {
+        if let p = process, p.isRunning {
+            throw TestFailure("soundboxd run \(runs) is still running; stop() or kill9() it before starting another")
+        }
         runs += 1
         let notify = try NotifySocket(path: dir + "/notify-\(runs).sock")
         self.notify = notify
@@ -85,35 +106,63 @@ final class Daemon {
         FileManager.default.createFile(atPath: logPath, contents: nil)
         p.standardError = FileHandle(forWritingAtPath: logPath)
         p.standardOutput = FileHandle.nullDevice
+        let exit = Event()
+        p.terminationHandler = { _ in exit.signal() }
         try p.run()
         process = p
-        while true {
+        started.append((p, exit))
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
             if let msg = notify.receive(timeout: 0.5) {
                 if msg.split(separator: "\n").contains("READY=1") { return p }
-            } else if !p.isRunning {
+            } else if exit.isSet {
                 throw TestFailure("soundboxd exited (\(p.terminationStatus)) before READY:\n" + log(run: runs))
             }
         }
+        kill9()
+        throw TestFailure("soundboxd sent no READY=1 within \(timeout) s (killed):\n" + log(run: runs))
     }
 
+    /// SIGKILL, and returns once the process is reaped.
     func kill9() {
-        guard let p = process, p.isRunning else { return }
+        guard let p = process, let exit = currentExit, !exit.isSet, p.isRunning else { return }
         kill(p.processIdentifier, SIGKILL)
-        p.waitUntilExit()
+        _ = exit.wait(timeout: 10)
     }
 
-    /// SIGTERM, then wait; returns the exit status and the seconds it took.
-    func stop() -> (Int32, Double) {
-        guard let p = process else { return (-1, 0) }
-        let t = Date()
+    /// SIGTERM, then waits up to `timeout` for the exit; returns the exit
+    /// status and the seconds it took. A run still alive at the deadline is
+    /// SIGKILLed and reported as status -1 (never a real exit status).
+    func stop(timeout: Double = 30) -> (Int32, Double) {
+        guard let p = process, let exit = currentExit else { return (-1, 0) }
+        guard !exit.isSet, p.isRunning else {   // already gone: no signal to a reaped pid
+            _ = exit.wait(timeout: 10)
+            return (p.terminationStatus, 0)
+        }
+        let clock = ContinuousClock(), t = clock.now
         p.terminate()
-        p.waitUntilExit()
-        return (p.terminationStatus, Date().timeIntervalSince(t))
+        let exited = exit.wait(timeout: timeout)
+        let elapsed = clock.now - t
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        guard exited else {
+            kill9()
+            return (-1, seconds)
+        }
+        return (p.terminationStatus, seconds)
     }
 
-    func waitExit() -> Int32 {
-        process?.waitUntilExit()
-        return process?.terminationStatus ?? -1
+    /// Waits up to `timeout` for the current run to exit by itself and
+    /// returns its status (the signal number if a signal ended it). At the
+    /// deadline it is SIGKILLed and -1 returned, so a run that was expected
+    /// to die (a failpoint, a crash) and did not can never pass for one
+    /// that was killed.
+    func waitExit(timeout: Double = 30) -> Int32 {
+        guard let p = process, let exit = currentExit else { return -1 }
+        guard exit.wait(timeout: timeout) else {
+            kill9()
+            return -1
+        }
+        return p.terminationStatus
     }
 
     func log(run: Int) -> String {
@@ -121,15 +170,25 @@ final class Daemon {
     }
 
     /// Polls a request until `done` holds: waiting on the daemon's own
-    /// state through its socket (no event to await), bounded.
+    /// state through its socket (no event to await), bounded by a deadline
+    /// (`timeout` seconds), not by a number of tries: how many tries fit in
+    /// a given time depends on the machine's load.
     @discardableResult
-    func until(_ args: String..., tries: Int = 2000, _ done: (Reply) -> Bool) throws -> Reply {
-        for _ in 0..<tries {
+    func until(_ args: String..., timeout: Double = 30, _ done: (Reply) -> Bool) throws -> Reply {
+        try until(args, timeout: timeout, done)
+    }
+
+    private func until(_ args: [String], timeout: Double, _ done: (Reply) -> Bool) throws -> Reply {
+        let deadline = Date().addingTimeInterval(timeout)
+        var last: Reply?
+        repeat {
             let r = try request(args)
             if done(r) { return r }
-            usleep(2000)
-        }
-        throw TestFailure("never reached: \(args)")
+            last = r
+            usleep(5000)
+        } while Date() < deadline
+        let seen = last.map { $0.ack.map { "\($0)" } ?? "\($0.pairs)" } ?? "none"
+        throw TestFailure("never reached within \(timeout) s: \(args); last reply: \(seen)")
     }
 
     /// One request on a fresh connection.
@@ -187,16 +246,11 @@ final class NotifySocket {
 /// Parsed `<6>queue: speaking id=X seq=N` lines of a daemon log.
 struct LogEvents {
     var events: [(event: String, fields: [String: String])] = []
+    /// Reads each line as written (LogLine: values may be quoted and escaped).
     init(_ text: String) {
         for line in text.split(separator: "\n") {
-            guard let colon = line.firstIndex(of: ":") else { continue }
-            let rest = line[line.index(after: colon)...].split(separator: " ")
-            guard let event = rest.first else { continue }
-            var fields: [String: String] = [:]
-            for kv in rest.dropFirst() {
-                if let eq = kv.firstIndex(of: "=") { fields[String(kv[..<eq])] = String(kv[kv.index(after: eq)...]) }
-            }
-            events.append((String(event), fields))
+            guard let parsed = LogLine.parse(line) else { continue }
+            events.append((parsed.event, Dictionary(parsed.fields.map { ($0.key, $0.value) }) { _, last in last }))
         }
     }
     func ids(_ event: String) -> [String] { events.filter { $0.event == event }.compactMap { $0.fields["id"] } }

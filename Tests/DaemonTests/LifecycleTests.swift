@@ -2,10 +2,12 @@ import Foundation
 import Testing
 import Soundbox
 import SoundboxStore
+import TestSupport
 
 @Suite struct LifecycleTests {
-    /// SIGTERM while speaking: exits 0 within 2 s; the interrupted payment
-    /// is spoken again at the next start and ends `played`.
+    /// SIGTERM while speaking: exits 0, soon, leaving the payment being
+    /// spoken `playing` (it was cut, not finished: ~9 s of speech); it is
+    /// spoken again at the next start and ends `played`.
     @Test func sigtermStopsQuicklyAndKeepsTheEntryBeingSpoken() throws {
         let scratch = Scratch()
         let daemon = try Daemon(dir: scratch.path, config: ["audio.null_realtime": "true"])
@@ -14,7 +16,10 @@ import SoundboxStore
         _ = try daemon.until("status") { $0["state"] == "speaking" }
         let (status, seconds) = daemon.stop()
         #expect(status == 0)
-        #expect(seconds < 2)
+        // Generous on purpose (a loaded machine): the daemon's own 2 s stop
+        // deadline is checked by a dedicated test. `playing` below is the
+        // evidence that the speech was cut rather than waited for.
+        #expect(seconds < 4, "\(seconds) s")
         #expect(try Store(path: daemon.database).entry(id: "LONG")?.state == .playing)
 
         try daemon.reconfigure(["audio.null_realtime": "false"])
@@ -51,16 +56,11 @@ import SoundboxStore
         let conf = scratch.path + "/bad.conf"
         try "# comment\naudio.volume = 12\n".write(toFile: conf, atomically: true, encoding: .utf8)
         for args in [["--config", conf], ["--config", conf, "--check-config"]] {
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: Build.soundboxd)
-            p.arguments = args
-            let err = Pipe()
-            p.standardError = err
-            try p.run()
-            let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            p.waitUntilExit()
-            #expect(p.terminationStatus == 78)
-            #expect(text == "soundboxd: \(conf):2: audio.volume = '12' is not allowed; expected an integer 0-10\n")
+            // Bounded: a daemon that accepted the file would run on; it is killed.
+            let r = try CommandRun([Build.soundboxd] + args, timeout: 30)
+            #expect(!r.timedOut, "soundboxd kept running with a bad config")
+            #expect(r.status == 78)
+            #expect(r.stderr == "soundboxd: \(conf):2: audio.volume = '12' is not allowed; expected an integer 0-10\n")
         }
     }
 
@@ -212,20 +212,24 @@ import SoundboxStore
         #expect(LogEvents(log).ids("played") == ["G1"])
     }
 
-    /// Muting in the middle of an announcement cuts it (within one output
-    /// period) and records the payment `muted`, with its receipt.
+    /// Muting in the middle of an announcement cuts it and records the
+    /// payment `muted`, with its receipt. The evidence is the outcome, not a
+    /// stopwatch: a payment that had started (`plays` 1, `speaking` logged)
+    /// and finished its speech would end `played`.
     @Test func muteMidAnnouncementCutsIt() throws {
         let scratch = Scratch()
         let daemon = try Daemon(dir: scratch.path, config: ["audio.null_realtime": "true"])
         try daemon.start()
         _ = try daemon.request("say", "99999999.99", "--id", "CUT")   // ~9 s of speech
         try daemon.until("status") { $0["state"] == "speaking" }
-        let t = Date()
         _ = try daemon.request("config", "set", "audio.mute", "true")
-        #expect(try daemon.request("idle", "10").ack == nil)
-        #expect(Date().timeIntervalSince(t) < 2, "cut, not finished")
+        #expect(try daemon.request("idle", "30").ack == nil)
         #expect(daemon.stop().0 == 0)
-        #expect(try Store(path: daemon.database).entry(id: "CUT")?.state == .muted)
+        let entry = try #require(try Store(path: daemon.database).entry(id: "CUT"))
+        #expect(entry.state == .muted, "cut, not finished")
+        #expect(entry.plays == 1, "it had started")
+        let events = LogEvents(daemon.log(run: 1)).events.filter { $0.fields["id"] == "CUT" }.map(\.event)
+        #expect(events == ["queued", "speaking", "muted"], "\(events)")
         #expect(try Store(path: daemon.database).outbox(limit: 10).map(\.payload).contains { $0.hasPrefix(#"{"id":"CUT","status":"muted""#) })
     }
 

@@ -6,7 +6,7 @@ import Soundbox
         let c = try Config.parse("", source: "x.conf")
         #expect(c[.audioOutput] == "alsa")
         #expect(c[.audioDevice] == "default")
-        #expect(c.integer(.audioVolume) == 6)
+        #expect(c[.audioVolume] == 6)
         #expect(c[.voiceLang] == "zh-CN")
     }
 
@@ -19,7 +19,7 @@ import Soundbox
             audio.output = wav
             voice.dir = /srv/voices#1
             """, source: "x.conf")
-        #expect(c.integer(.audioVolume) == 9)
+        #expect(c[.audioVolume] == 9)
         #expect(c[.audioDevice] == "file:'/tmp/o.raw',raw")
         #expect(c[.audioOutput] == "wav")
         #expect(c[.voiceDir] == "/srv/voices#1", "a # inside a value is kept")
@@ -60,6 +60,8 @@ import Soundbox
         case .optionalText: return   // anything goes; filtered out above
         case .integer(let r): (bad, allowed) = ("\(r.upperBound + 1)", "an integer \(r.lowerBound)-\(r.upperBound)")
         case .choice(let options): (bad, allowed) = ("maybe", "one of " + options.joined(separator: ", "))
+        case .bool: (bad, allowed) = ("yes", "one of true, false")
+        case .packName: (bad, allowed) = ("../etc", "a voice pack's name (1-32 letters, digits, '-' or '_')")
         case .amount: (bad, allowed) = ("1e3", "an amount 0.01-999999999999.99 with at most two decimals")
         }
         let error = #expect(throws: ConfigFileError.self) { try Config.parse("\(name) = \(bad)\n", source: "f.conf") }
@@ -70,9 +72,9 @@ import Soundbox
     @Test func secretsAreMasked() throws {
         let c = try Config.parse("mqtt.password = hunter2\n", source: "s.conf")
         #expect(c[.mqttPassword] == "hunter2")
-        #expect(c.shown(.mqttPassword) == "********")
-        #expect(c.effective.first { $0.key == .mqttPassword }?.value == "********")
-        #expect(Config().shown(.mqttPassword) == "", "unset is shown as unset")
+        #expect(c.shown(TextKey.mqttPassword.key) == "********")
+        #expect(c.effective.first { $0.key == TextKey.mqttPassword.key }?.value == "********")
+        #expect(Config().shown(TextKey.mqttPassword.key) == "", "unset is shown as unset")
     }
 
     @Test func missingDefaultFileMeansDefaultsButANamedFileMustExist() throws {

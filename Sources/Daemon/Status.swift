@@ -1,0 +1,151 @@
+import Soundbox
+import Synchronization
+
+/// What the device is doing and what is wrong with it: read by `status`,
+/// `doctor`, the retained MQTT status and the LED.
+struct Device: Sendable {
+    let settings: Settings
+    let storage: Storage
+    let scheduler: Scheduler
+    let voices: Voices
+    /// The broker link's state, kept by the uplink.
+    let link: Shared<LinkStatus>
+    /// GPIO lines that could not be had, for doctor (empty: all fine).
+    let gpio: Shared<[String]>
+    let started: Double
+    let environment: [String: String]
+
+    /// What is broken now: `storage`, `audio`, `voice`, `takeover` (no
+    /// database queries: the LED asks on every turn of the panel's loop).
+    var faults: [String] {
+        var faults: [String] = []
+        if storage.fault != nil { faults.append("storage") }
+        if scheduler.status.withLock({ $0.audioFault }) != nil { faults.append("audio") }
+        if !voices.health(default: settings.current[.voiceLang]).ok { faults.append("voice") }
+        if link.withLock({ $0.takeover }) { faults.append("takeover") }
+        return faults
+    }
+}
+
+/// The device's state, for `status` on the socket and the retained MQTT
+/// status topic (DESIGN §2).
+struct StatusReport {
+    var speaking: Bool
+    var volume: Int
+    var muted: Bool
+    var queueDepth: Int
+    var voice: String
+    var lastID: String
+    var uptime: Int
+    var output: String
+    var durable: Bool
+    var clockSynced: Bool
+    var faults: [String]
+    /// Receipts not yet acknowledged by the broker (outbox and memory).
+    var receiptsPending: Int
+    /// Packs payments asked for that are not installed.
+    var voicesMissing: [String]
+    /// `file`-scope keys changed in the file, waiting for a restart.
+    var restartNeeded: [String]
+    /// "off", "connecting", "connected", "taken over".
+    var mqtt: String
+
+    static func make(_ d: Device) -> StatusReport {
+        let config = d.settings.current
+        let s = d.scheduler.status.withLock { $0 }
+        let link = d.link.withLock { $0 }
+        return StatusReport(
+            speaking: s.speaking, volume: config[.audioVolume], muted: d.settings.muted,
+            queueDepth: d.storage.pendingCount, voice: config[.voiceLang], lastID: s.lastID ?? "",
+            uptime: Int(SystemClock.monotonic() - d.started), output: OutputName.of(config),
+            durable: d.storage.durable, clockSynced: SystemClock.isSynchronized(environment: d.environment), faults: d.faults,
+            receiptsPending: d.storage.receiptsPending, voicesMissing: d.voices.missing,
+            restartNeeded: d.settings.restartNeeded.map(\.key), mqtt: link.summary)
+    }
+
+    /// One field of the report, and whether the MQTT status carries it
+    /// (the socket's `status` has them all).
+    private enum Value { case int(Int), bool(Bool), text(String), list([String]) }
+    private var fields: [(key: String, value: Value, mqtt: Bool)] {
+        [("version", .text(soundboxVersion), true), ("state", .text(speaking ? "speaking" : "idle"), false),
+         ("volume", .int(volume), true), ("muted", .bool(muted), true), ("queue_depth", .int(queueDepth), true),
+         ("voice", .text(voice), true), ("last_id", .text(lastID), true), ("uptime_s", .int(uptime), false),
+         ("output", .text(output), false), ("durable", .bool(durable), true), ("clock_synced", .bool(clockSynced), false),
+         ("faults", .list(faults), true), ("receipts_pending", .int(receiptsPending), false), ("mqtt", .text(mqtt), false),
+         ("voices_missing", .list(voicesMissing), true), ("restart_needed", .list(restartNeeded), false)]
+    }
+
+    /// For the control socket: `key: value` lines; a list is comma-separated, or `none`.
+    var reply: ControlReply {
+        var r = ControlReply()
+        for (key, value, _) in fields {
+            switch value {
+            case .int(let n): r.add(key, n)
+            case .bool(let b): r.add(key, b)
+            case .text(let t): r.add(key, t)
+            case .list(let l): r.add(key, l.isEmpty ? "none" : l.joined(separator: ","))
+            }
+        }
+        return r
+    }
+
+    /// The retained MQTT status: {"online":true,"version":"0.1.0","volume":6,...};
+    /// without uptime for change detection.
+    func json(uptime: Bool) -> String {
+        var o = JSONObject()
+        o.add("online", true)
+        for (key, value, mqtt) in fields where mqtt {
+            switch value {
+            case .int(let n): o.add(key, n)
+            case .bool(let b): o.add(key, b)
+            case .text(let t): o.add(key, t)
+            case .list(let l): o.add(key, l)
+            }
+        }
+        if uptime { o.add("uptime_s", self.uptime) }
+        return o.text
+    }
+}
+
+enum OutputName {
+    /// "alsa:default", "wav:/tmp/x.wav", "null".
+    static func of(_ config: Config) -> String {
+        switch config[.audioOutput] {
+        case "wav": "wav:" + config[.audioWavFile]
+        case "null": "null"
+        default: "alsa:" + config[.audioDevice]
+        }
+    }
+}
+
+/// A value shared between threads.
+final class Shared<T: Sendable>: Sendable {
+    private let state: Mutex<T>
+    init(_ value: T) { state = Mutex(value) }
+    func withLock<R>(_ body: (inout T) -> R) -> R { state.withLock { body(&$0) } }
+}
+
+struct LinkStatus: Sendable {
+    var enabled = false
+    var connected = false
+    var endpoint = ""
+    /// Another client keeps taking our session (TakeoverWatch).
+    var takeover = false
+    /// MQTT protocol level of the link: 5, or 4 (3.1.1) when the broker refused 5.
+    var protocolLevel = 0
+    /// The last two different problems, most recent last ("certificate
+    /// verify failed; connect to ... failed: A TLS error occurred").
+    var lastError: String?
+
+    var summary: String {
+        !enabled ? "off" : takeover ? "taken over" : connected ? "connected" : "connecting"
+    }
+
+    mutating func noteError(_ message: String) {
+        guard let last = lastError?.split(separator: "; ", omittingEmptySubsequences: false).last, last != message else {
+            if lastError == nil { lastError = message }
+            return
+        }
+        lastError = String(last) + "; " + message
+    }
+}

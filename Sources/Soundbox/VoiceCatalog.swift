@@ -1,0 +1,86 @@
+import FoundationEssentials
+
+/// The voice packs installed in `voice.dir`, found once at start: the only
+/// names the daemon accepts for `voice.lang`, a payment's `lang` or
+/// `say --lang`, so no name can make it read outside `voice.dir` or load a
+/// pack twice under two spellings. Immutable: shared by every thread.
+public struct VoiceCatalog: Sendable {
+    public let directory: String
+    /// Valid packs by folder name.
+    public let packs: [String: VoicePackManifest]
+    /// Folders that look like packs (they hold a manifest.json) but are
+    /// not usable, and why.
+    public let problems: [String: String]
+
+    public init(directory: String, packs: [String: VoicePackManifest], problems: [String: String] = [:]) {
+        self.directory = directory; self.packs = packs; self.problems = problems
+    }
+
+    /// Reads every `<directory>/<name>/manifest.json` whose folder name is a
+    /// valid pack name (letters, digits, '-', '_').
+    public static func scan(directory: String) -> VoiceCatalog {
+        var packs: [String: VoicePackManifest] = [:], problems: [String: String] = [:]
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        for name in names.sorted() where ConfigKey.Kind.isPackName(name) {
+            let dir = directory + "/" + name
+            guard FileManager.default.fileExists(atPath: dir + "/manifest.json") else { continue }
+            do { packs[name] = try VoicePackManifest.load(directory: dir) } catch { problems[name] = error.message }
+        }
+        return VoiceCatalog(directory: directory, packs: packs, problems: problems)
+    }
+
+    /// Installed pack names, sorted.
+    public var names: [String] { packs.keys.sorted() }
+
+    /// The installed pack called `name`, exactly or but for case (`zh-cn`
+    /// is `zh-CN`); nil for anything else, paths included.
+    public func canonical(_ name: String) -> String? {
+        if packs[name] != nil { return name }
+        let lower = name.lowercased()
+        return packs.keys.first { $0.lowercased() == lower }
+    }
+
+    /// The currency a pack reads: its manifest's, else its grammar's default.
+    public func currency(of pack: String) -> String? {
+        packs[pack].map { $0.currency ?? $0.grammarImplementation.defaultCurrency }
+    }
+
+    /// Which pack reads a payment, and why it is not the one asked for.
+    public struct Reader: Sendable, Equatable {
+        /// The pack that speaks it.
+        public var pack: String
+        /// The `lang` the payment asked for when it is not installed (it is
+        /// then read by the default pack): for status and doctor.
+        public var missing: String?
+    }
+
+    /// The pack for a payment in `lang` (nil: `defaultPack`) and `currency`
+    /// (nil: the pack's own): the asked-for pack if installed, else the
+    /// default; if that pack reads another currency, the first pack along
+    /// its fallback chain that reads this one. Nil when no pack on that way
+    /// reads the currency: the payment must be refused, never read with
+    /// another currency's word.
+    public func reader(lang: String?, currency: String?, defaultPack: String) -> Reader? {
+        var missing: String?
+        var start = defaultPack
+        if let lang {
+            if let found = canonical(lang) { start = found } else { missing = lang }
+        }
+        guard let currency else { return Reader(pack: start, missing: missing) }
+        var seen: Set<String> = []
+        var current: String? = start
+        while let pack = current, seen.insert(pack).inserted {
+            if self.currency(of: pack) == currency { return Reader(pack: pack, missing: missing) }
+            current = packs[pack]?.fallback
+        }
+        // The default pack itself not installed: nothing can be checked; the chime will say "a payment".
+        if packs[start] == nil { return Reader(pack: start, missing: missing) }
+        return nil
+    }
+
+    /// Why `currency` cannot be read starting from `pack`, for a rejection.
+    public func unreadable(_ currency: String, from pack: String) -> String {
+        let readers = names.compactMap { name in self.currency(of: name).map { "\(name) reads \($0)" } }
+        return "currency \(currency) cannot be read by the \(pack) voice pack or its fallbacks (\(readers.joined(separator: ", ")))"
+    }
+}
