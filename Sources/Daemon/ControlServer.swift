@@ -296,11 +296,13 @@ final class ControlServer: @unchecked Sendable {
     private func serve(_ client: Int32) {
         let conn = LineConnection(fd: client)
         let reason = session(conn)
-        releaseSlot()   // before the close: a client that sees the end finds its slot free
-        conn.close()
+        // Logged, and the slot freed, before the close: a client that sees
+        // the end finds its slot free, and the reason already in the log.
         if let reason, let skipped = dropLog.withLock({ $0.admit() }) {
             log.info("client_dropped", ["reason": reason, "timeout_s": "\(idleTimeout)", "others_not_logged": "\(skipped)"])
         }
+        releaseSlot()
+        conn.close()
     }
 
     /// Serves requests until the client leaves (nil) or is dropped (why).

@@ -173,9 +173,6 @@ final class Storage: Sendable {
         }
     }
 
-    /// Whether any payment waits (cheap enough for every scheduler turn).
-    var hasPending: Bool { next() != nil }
-
     /// Speaking starts: `playing`, plays + 1 (durable when it can be).
     func markPlaying(_ item: Item, now: Int64) {
         state.withLock { s in
