@@ -300,7 +300,13 @@ final class Broker: @unchecked Sendable {
         guard let p = lock.withLock({ process }) else { return }
         if p.isRunning {
             kill(p.processIdentifier, SIGTERM)
-            if !pollUntil(timeout: 10, { !p.isRunning }) { kill(p.processIdentifier, SIGKILL) }
+            if !pollUntil(timeout: 10, { !p.isRunning }) {
+                // Say why (a blocked or pending SIGTERM, its state) before the SIGKILL.
+                let status = (try? String(contentsOfFile: "/proc/\(p.processIdentifier)/status", encoding: .utf8)) ?? ""
+                let lines = status.split(separator: "\n").filter { ["State", "SigBlk", "SigPnd", "ShdPnd", "SigCgt", "SigIgn"].contains(String($0.prefix { $0 != ":" })) }
+                print("Broker.stop: mosquitto \(p.processIdentifier) ignored SIGTERM for 10 s: \(lines.joined(separator: "; "))")
+                kill(p.processIdentifier, SIGKILL)
+            }
         }
         p.waitUntilExit()
     }
