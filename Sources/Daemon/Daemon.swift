@@ -245,7 +245,7 @@ public enum Daemon {
     static func hostname() -> String {
         var buf = [CChar](repeating: 0, count: 256)
         gethostname(&buf, buf.count)
-        return String(cString: buf)
+        return String(decoding: buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     static func printErr(_ message: String) {

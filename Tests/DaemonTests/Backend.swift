@@ -53,7 +53,7 @@ final class Backend: MQTTClientDelegate, @unchecked Sendable {
         // A subscription is only live once SUBACK arrives; a ping through
         // our own topic proves it (published after the SUBSCRIBEs, in order).
         try? client?.subscribe(pingTopic, qos: 1)
-        try? client?.publish(pingTopic, "ping")
+        _ = try? client?.publish(pingTopic, "ping")
     }
     func mqttDisconnected(rc: Int32) { cond.lock(); connected = false; cond.unlock() }
     func mqttPublished(mid: Int32) {}

@@ -103,7 +103,7 @@ final class Daemon {
         env.merge(extraEnv) { $1 }
         if let failpoint { env["SOUNDBOX_FAILPOINT"] = failpoint }
         p.environment = env
-        FileManager.default.createFile(atPath: logPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         p.standardError = FileHandle(forWritingAtPath: logPath)
         p.standardOutput = FileHandle.nullDevice
         let exit = Event()

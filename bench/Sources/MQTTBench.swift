@@ -43,7 +43,7 @@ func mqttBench(voices: String) throws {
     func startDaemon() throws -> (Process, String) {
         logNumber += 1
         let log = "\(dir)/soundboxd-\(logNumber).log"
-        FileManager.default.createFile(atPath: log, contents: nil)
+        _ = FileManager.default.createFile(atPath: log, contents: nil)
         let p = Process()
         p.executableURL = URL(fileURLWithPath: binDir + "/soundboxd")
         p.arguments = ["--config", dir + "/soundbox.conf"]
