@@ -24,7 +24,10 @@ let package = Package(
         // Edge adapters.
         .target(name: "SoundboxAudio", dependencies: ["Soundbox", "CALSA", "CMPG123"], path: "Sources/Audio"),
         .target(name: "MQTTBridge", dependencies: ["Soundbox", "SoundboxThreads", "CMosquitto"]),
-        .target(name: "GPIO", dependencies: ["Soundbox", "CGPIOD"]),
+        // libgpiod v1 (Debian 12) or v2 (Debian 13) behind one C API: both
+        // headers are <gpiod.h>, so only the preprocessor can choose.
+        .target(name: "CGPIOBridge", dependencies: ["CGPIOD"], linkerSettings: [.linkedLibrary("gpiod")]),
+        .target(name: "GPIO", dependencies: ["Soundbox", "CGPIOBridge"]),
         .target(name: "SoundboxStore", dependencies: ["Soundbox", "CSQLite"], path: "Sources/Store"),
         // The control socket's client: soundboxctl, tests, benchmarks.
         .target(name: "SoundboxControl", dependencies: ["Soundbox"], path: "Sources/Control"),

@@ -160,7 +160,7 @@ public enum Daemon {
         }
         // 6. Mute switch, buttons, LED (the box runs on without them).
         if config[.gpioEnabled] {
-            let panel = Panel(device: device, changed: outbox, backend: LibgpiodV1(), config: config)
+            let panel = Panel(device: device, changed: outbox, backend: Libgpiod(), config: config)
             panel.open(config)
             if panel.hasLines { services.start(panel) }
         }

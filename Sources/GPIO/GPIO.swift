@@ -1,4 +1,4 @@
-import CGPIOD
+import CGPIOBridge
 import Glibc
 
 /// A failed libgpiod call: which call, on which line, and the errno.
@@ -22,15 +22,13 @@ public struct LineSpec: Sendable, Equatable, CustomStringConvertible {
     }
     public var description: String { "\(chip) line \(offset)" }
 
-    var flags: Int32 {
-        var f: Int32 = activeLow ? Int32(GPIOD_LINE_REQUEST_FLAG_ACTIVE_LOW) : 0
+    var biasCode: Int32 {
         switch bias {
-        case .asIs: break
-        case .disable: f |= Int32(GPIOD_LINE_REQUEST_FLAG_BIAS_DISABLE)
-        case .pullUp: f |= Int32(GPIOD_LINE_REQUEST_FLAG_BIAS_PULL_UP)
-        case .pullDown: f |= Int32(GPIOD_LINE_REQUEST_FLAG_BIAS_PULL_DOWN)
+        case .asIs: Int32(SB_GPIO_BIAS_AS_IS.rawValue)
+        case .disable: Int32(SB_GPIO_BIAS_DISABLE.rawValue)
+        case .pullUp: Int32(SB_GPIO_BIAS_PULL_UP.rawValue)
+        case .pullDown: Int32(SB_GPIO_BIAS_PULL_DOWN.rawValue)
         }
-        return f
     }
 }
 
@@ -50,95 +48,78 @@ public protocol LogicalOutput: AnyObject {
     func set(_ on: Bool) throws(GPIOError)
 }
 
-/// GPIO access behind a small protocol, so a libgpiod v2 backend can be
-/// added without touching the daemon.
+/// GPIO access behind a small protocol (tests of the daemon's panel logic
+/// need no chip; `Libgpiod` is the real one).
 public protocol GPIOBackend: Sendable {
     func input(_ spec: LineSpec, consumer: String) throws(GPIOError) -> any EdgeInput
     func output(_ spec: LineSpec, consumer: String, initial: Bool) throws(GPIOError) -> any LogicalOutput
 }
 
-/// libgpiod 1.6 (the v1 API of Debian 12 and Raspberry Pi OS bookworm).
-public struct LibgpiodV1: GPIOBackend {
+/// libgpiod, v1 (Debian 12, Raspberry Pi OS bookworm: 1.6) or v2 (Debian
+/// 13 trixie: 2.x) as found when this binary was built (CGPIOBridge).
+public struct Libgpiod: GPIOBackend {
     public init() {}
     public func input(_ spec: LineSpec, consumer: String) throws(GPIOError) -> any EdgeInput {
-        let line = try V1Line(spec)
-        guard gpiod_line_request_both_edges_events_flags(line.line, consumer, spec.flags) == 0 else {
-            throw line.error("gpiod_line_request_both_edges_events_flags")
-        }
-        return line
+        try Line(spec, consumer: consumer, output: false, initial: false)
     }
     public func output(_ spec: LineSpec, consumer: String, initial: Bool) throws(GPIOError) -> any LogicalOutput {
-        let line = try V1Line(spec)
-        guard gpiod_line_request_output_flags(line.line, consumer, spec.flags, initial ? 1 : 0) == 0 else {
-            throw line.error("gpiod_line_request_output_flags")
-        }
-        return line
+        try Line(spec, consumer: consumer, output: true, initial: initial)
     }
-
-    /// "1.6.3": the libgpiod this binary runs against.
-    public static var version: String { String(cString: gpiod_version_string()) }
 }
 
-/// One requested line and its chip; both released in deinit.
-final class V1Line: EdgeInput, LogicalOutput {
+/// One requested line (and its chip), released in deinit.
+final class Line: EdgeInput, LogicalOutput {
     let spec: LineSpec
-    private let chip: OpaquePointer
-    let line: OpaquePointer
+    private let handle: OpaquePointer
 
-    init(_ spec: LineSpec) throws(GPIOError) {
+    init(_ spec: LineSpec, consumer: String, output: Bool, initial: Bool) throws(GPIOError) {
         self.spec = spec
-        guard let c = gpiod_chip_open_lookup(spec.chip) else {
-            throw GPIOError(call: "gpiod_chip_open_lookup(\(spec.chip))", line: spec.description, errno: errno)
-        }
-        guard let l = gpiod_chip_get_line(c, UInt32(spec.offset)) else {
+        var call: UnsafePointer<CChar>?
+        var holder = [CChar](repeating: 0, count: 64)
+        guard let h = sb_gpio_request(spec.chip, UInt32(spec.offset), output, spec.activeLow, spec.biasCode, initial,
+                                      consumer, &call, &holder, holder.count) else {
             let e = errno
-            gpiod_chip_close(c)
-            throw GPIOError(call: "gpiod_chip_get_line(\(spec.offset))", line: spec.description, errno: e)
+            var name = call.map { String(cString: $0) } ?? "sb_gpio_request"
+            if name.hasPrefix("gpiod_chip_open") { name += "(\(spec.chip))" }
+            // A line someone else holds: say who.
+            let who = String(decoding: holder.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            if e == EBUSY && !who.isEmpty { name += " (held by '\(who)')" }
+            throw GPIOError(call: name, line: spec.description, errno: e)
         }
-        chip = c
-        line = l
+        handle = h
     }
-    deinit {
-        gpiod_line_release(line)
-        gpiod_chip_close(chip)
-    }
+    deinit { sb_gpio_release(handle) }
 
-    func error(_ call: String) -> GPIOError {
-        var e = errno
-        // A line someone else holds: say who.
-        if e == EBUSY, let consumer = gpiod_line_consumer(line) {
-            e = EBUSY
-            return GPIOError(call: "\(call) (held by '\(String(cString: consumer))')", line: spec.description, errno: e)
-        }
-        return GPIOError(call: call, line: spec.description, errno: e)
-    }
+    private func error(_ call: String) -> GPIOError { GPIOError(call: call, line: spec.description, errno: errno) }
 
-    var fd: Int32 { gpiod_line_event_get_fd(line) }
+    var fd: Int32 { sb_gpio_fd(handle) }
 
     func readEdges() throws(GPIOError) -> [(active: Bool, time: Double)] {
         var out: [(Bool, Double)] = []
-        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        while poll(&pfd, 1, 0) > 0 {
-            var event = gpiod_line_event()
-            guard gpiod_line_event_read(line, &event) == 0 else { throw error("gpiod_line_event_read") }
-            // With ACTIVE_LOW, libgpiod reports edges in logical terms already.
-            let active = event.event_type == Int32(GPIOD_LINE_EVENT_RISING_EDGE)
-            out.append((active, Double(event.ts.tv_sec) + Double(event.ts.tv_nsec) / 1e9))
+        var rising = false
+        var ns: UInt64 = 0
+        while true {
+            let n = sb_gpio_read_edge(handle, &rising, &ns)
+            if n < 0 { throw error("read edge event") }
+            if n == 0 { return out }
+            out.append((rising, Double(ns) / 1e9))
         }
-        return out
     }
 
     func level() throws(GPIOError) -> Bool {
-        let v = gpiod_line_get_value(line)
-        guard v >= 0 else { throw error("gpiod_line_get_value") }
+        let v = sb_gpio_get(handle)
+        guard v >= 0 else { throw error("get value") }
         return v == 1
     }
 
     func set(_ on: Bool) throws(GPIOError) {
-        guard gpiod_line_set_value(line, on ? 1 : 0) == 0 else { throw error("gpiod_line_set_value") }
+        guard sb_gpio_set(handle, on) == 0 else { throw error("set value") }
     }
 }
 
 public enum GPIO {
-    public static var libraryVersion: String { LibgpiodV1.version }
+    /// "1.6.3", "2.2.1": the libgpiod this binary runs against.
+    public static var libraryVersion: String { String(cString: sb_gpio_library_version()) }
+    /// 1 or 2: the libgpiod API this binary was built for.
+    public static var api: Int { Int(sb_gpio_api()) }
 }
