@@ -71,6 +71,7 @@ public enum Daemon {
                 do { try file.set(key.key, v) } catch { throw ConfigFileError(source: flag, line: nil, error: error) }
             }
         }
+        if !file.isSet(TextKey.voiceDir.key) { try? file.set(TextKey.voiceDir.key, VoiceCatalog.defaultDirectory()) }
         let voices = VoiceCatalog.scan(directory: file[.voiceDir])
         let lang = file[.voiceLang]
         if let installed = voices.canonical(lang) {

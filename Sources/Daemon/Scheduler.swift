@@ -7,7 +7,7 @@ import SoundboxThreads
 /// A request that goes through the speaker between payments (a replay, the
 /// test sentence, a prompt, the summary), with a way to wait for it.
 final class UserJob: @unchecked Sendable {
-    enum Kind {
+    enum Kind: Sendable {
         case replay(Payment), test, prompt(Prompt), summary
 
         /// Requests with the same key coalesce (RequestQueue).

@@ -311,7 +311,8 @@ extension TextKey {
     public static let controlSocket = TextKey("control.socket", "/run/soundbox/control.sock", .file, help: "Unix socket for soundboxctl")
     public static let controlGroup = TextKey("control.group", "soundbox", .file,
                                              help: "group owning the control socket (mode 0660); ignored if it does not exist")
-    public static let voiceDir = TextKey("voice.dir", "/usr/share/soundbox/voices", .file, help: "folder holding one folder per voice pack")
+    public static let voiceDir = TextKey("voice.dir", "/usr/share/soundbox/voices", .file,
+                                         help: "folder holding one folder per voice pack; unset: beside the program (../share/soundbox/voices, or the source checkout's voices/) if there, else this default")
     public static let voiceLang = TextKey("voice.lang", "zh-CN", .remote, kind: .packName,
                                           help: "voice pack used when a payment names none; must be installed in voice.dir")
     public static let audioOutput = TextKey("audio.output", "alsa", .file, kind: .choice(["alsa", "wav", "null"]),

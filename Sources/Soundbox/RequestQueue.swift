@@ -48,3 +48,6 @@ public struct RequestQueue<Job: AnyObject> {
     public var count: Int { queued.count }
     public var isEmpty: Bool { queued.isEmpty }
 }
+
+extension RequestQueue: Sendable where Job: Sendable {}
+extension RequestQueue.Submission: Sendable where Job: Sendable {}

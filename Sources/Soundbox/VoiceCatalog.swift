@@ -84,3 +84,31 @@ public struct VoiceCatalog: Sendable {
         return "currency \(currency) cannot be read by the \(pack) voice pack or its fallbacks (\(readers.joined(separator: ", ")))"
     }
 }
+
+extension VoiceCatalog {
+    /// Where the voice packs are when `voice.dir` is not set: beside the
+    /// running executable first — `<prefix>/share/soundbox/voices` for a
+    /// binary in `<prefix>/bin` (so /usr/bin/soundboxctl finds
+    /// /usr/share/soundbox/voices, and an unpacked package finds its own),
+    /// then the `voices/` of the source checkout a binary was built in
+    /// (`.build/release/soundboxctl`) — and else the installed default.
+    public static func defaultDirectory(executable: String? = nil) -> String {
+        let fm = FileManager.default
+        let exe = executable ?? (try? fm.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? ""
+        func parent(_ p: String) -> String {
+            guard let slash = p.lastIndex(of: "/") else { return "" }
+            return slash == p.startIndex ? "/" : String(p[..<slash])
+        }
+        func holdsPacks(_ dir: String) -> Bool {
+            ((try? fm.contentsOfDirectory(atPath: dir)) ?? []).contains { fm.fileExists(atPath: dir + "/" + $0 + "/manifest.json") }
+        }
+        var dir = parent(exe)
+        let installed = parent(dir) + "/share/soundbox/voices"
+        if !dir.isEmpty && holdsPacks(installed) { return installed }
+        for _ in 0..<6 where dir.count > 1 {
+            if fm.fileExists(atPath: dir + "/Package.swift") && holdsPacks(dir + "/voices") { return dir + "/voices" }
+            dir = parent(dir)
+        }
+        return TextKey.voiceDir.key.defaultValue
+    }
+}

@@ -44,7 +44,8 @@ let usage = """
     Options:
       --json          machine-readable output on stdout
       --config FILE   settings file (default /etc/soundbox/soundbox.conf, if present)
-      --voices DIR    voice pack folder (default: $SOUNDBOX_VOICES, else voice.dir)
+      --voices DIR    voice pack folder (default: $SOUNDBOX_VOICES, else voice.dir, else
+                      beside this program: ../share/soundbox/voices or the checkout's voices/)
       --socket PATH   soundboxd's control socket (default: $SOUNDBOX_SOCKET, else
                       control.socket, else /run/soundbox/control.sock)
       --lang L        voice pack / language (default voice.lang: zh-CN); zh-CN, en-IN
@@ -139,7 +140,8 @@ func config(_ args: Arguments) throws(Failure) -> Config {
 
 func voicesDirectory(_ args: Arguments) throws(Failure) -> String {
     if let dir = args.options["--voices"] ?? env["SOUNDBOX_VOICES"] { return dir }
-    return try config(args)[.voiceDir]
+    let settings = try config(args)
+    return settings.isSet(TextKey.voiceDir.key) ? settings[.voiceDir] : VoiceCatalog.defaultDirectory()
 }
 
 func language(_ args: Arguments) throws(Failure) -> String {

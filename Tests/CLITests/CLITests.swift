@@ -185,3 +185,29 @@ struct Ctl {
         #expect(keys.first { $0["key"] == "audio.volume" }?["scope"] == "remote")
     }
 }
+
+/// A binary finds its voice packs without being told: an unpacked package
+/// its own share/soundbox/voices, a build in the checkout the checkout's.
+@Suite struct VoiceDirectoryTests {
+    @Test func aBuildInTheCheckoutFindsTheCheckoutsVoices() throws {
+        let wav = FileManager.default.temporaryDirectory.appendingPathComponent("sb-\(UUID().uuidString.prefix(8)).wav").path
+        defer { try? FileManager.default.removeItem(atPath: wav) }
+        let r = try CommandRun([Ctl.binary, "render", "1", "--lang", "en-IN", "-o", wav], environment: ["PATH": "/usr/bin:/bin"])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(r.stdout.contains("received rupee one"))
+    }
+
+    @Test func anUnpackedPackageFindsItsOwnShareFolder() throws {
+        let prefix = FileManager.default.temporaryDirectory.appendingPathComponent("sbprefix-\(UUID().uuidString.prefix(8))").path
+        defer { try? FileManager.default.removeItem(atPath: prefix) }
+        try FileManager.default.createDirectory(atPath: prefix + "/bin", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: prefix + "/share/soundbox/voices", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: Ctl.binary, toPath: prefix + "/bin/soundboxctl")
+        // Only one pack there, so the checkout's two are not what it found.
+        try FileManager.default.copyItem(atPath: Ctl.voices + "/zh-CN", toPath: prefix + "/share/soundbox/voices/zh-CN")
+        let zh = try CommandRun([prefix + "/bin/soundboxctl", "render", "10", "-o", prefix + "/a.wav"], environment: ["PATH": "/usr/bin:/bin"])
+        #expect(zh.status == 0 && zh.stdout.contains("收款到账 十 元"), "\(zh.stderr)")
+        let en = try CommandRun([prefix + "/bin/soundboxctl", "render", "10", "--lang", "en-IN", "-o", prefix + "/b.wav"], environment: ["PATH": "/usr/bin:/bin"])
+        #expect(en.status == 1 && en.stderr.contains(prefix + "/share/soundbox/voices: no voice pack named 'en-IN'"), "\(en.stderr)")
+    }
+}
