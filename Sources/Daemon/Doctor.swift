@@ -1,3 +1,4 @@
+import GPIO
 import Glibc
 import Soundbox
 
@@ -49,7 +50,7 @@ enum Doctor {
         if !config[.gpioEnabled] {
             check("gpio", "ok", "GPIO off (gpio.enabled = false)")
         } else if gpioProblems.isEmpty {
-            check("gpio", "ok", "\(config[.gpioChip]): mute switch, buttons and LED lines held")
+            check("gpio", "ok", "\(config[.gpioChip]): mute switch, buttons and LED lines held (libgpiod \(GPIO.libraryVersion))")
         } else {
             check("gpio", "fail", gpioProblems.joined(separator: "; ") + "; the box runs without them",
                   "check gpio.chip and the gpio.*.line offsets (`gpioinfo` lists chips and lines, and who holds a busy line); the user needs access to /dev/gpiochip* (group gpio)")

@@ -59,6 +59,8 @@ final class Panel: Service, @unchecked Sendable {
         // The switch's position at start counts, not only its changes.
         if let mute, let on = try? mute.level() { setMuted(on) }
         device.gpio.withLock { $0 = problems }
+        log.info("lines", ["chip": config[.gpioChip], "held": "\([mute].compactMap { $0 }.count + buttons.count + (led == nil ? 0 : 1))",
+                           "libgpiod": GPIO.libraryVersion, "api": "v\(GPIO.api)"])
         pipe(&stopPipe)
     }
 

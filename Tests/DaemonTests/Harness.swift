@@ -46,6 +46,8 @@ final class Daemon {
     var environment: [String: String] = [:]
     /// A command the daemon runs under, e.g. prlimit.
     var wrapper: [String] = []
+    /// The soundboxd to run (another build: the device's, under qemu-user).
+    var executable = Build.soundboxd
 
     /// Extra config lines on top of the test defaults (null output, instant).
     init(dir: String, config: [String: String] = [:]) throws {
@@ -95,7 +97,7 @@ final class Daemon {
         let notify = try NotifySocket(path: dir + "/notify-\(runs).sock")
         self.notify = notify
         let p = Process()
-        let command = wrapper + [Build.soundboxd, "--config", dir + "/soundbox.conf"]
+        let command = wrapper + [executable, "--config", dir + "/soundbox.conf"]
         p.executableURL = URL(fileURLWithPath: command[0])
         p.arguments = Array(command.dropFirst())
         var env = ["NOTIFY_SOCKET": notify.path, "PATH": "/usr/bin:/bin", "SOUNDBOX_TEST_CLOCK": "unsynced"]

@@ -1,0 +1,176 @@
+# Shared by image/build-deb and the device tests: the trixie build root,
+# the arm64 sysroot, and running commands in the build root. Sourced with
+# $repo set. Everything is cached in $SOUNDBOX_DEVICE_CACHE, keyed by the
+# package lists, so changing a list makes a new one (and drops the old).
+
+device_cache=${SOUNDBOX_DEVICE_CACHE:-$repo/.cache/device}
+device_suite=trixie
+device_mirror=${SOUNDBOX_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+
+die() { echo "device: $*" >&2; exit 1; }
+step() { echo "device: $* ($((SECONDS)) s)" >&2; }
+
+# The Debian packages this machine needs to make roots and run arm64 code.
+device_host_tools() {
+  local missing=()
+  for p in mmdebstrap qemu-user-static; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  step "installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# device_cached NAME KEY: the path of a cached tree NAME-KEY; older NAME-*
+# trees are removed. Prints the path; the caller makes it if missing.
+device_cached() {
+  local name=$1 key=$2 path
+  mkdir -p "$device_cache"
+  path=$device_cache/$name-$key
+  for old in "$device_cache/$name"-*; do
+    [ -e "$old" ] && [ "$old" != "$path" ] && [ "${old%.tmp}" = "$old" ] && { device_unmount_all "$old"; rm -rf "$old"; }
+  done
+  echo "$path"
+}
+
+# Everything mounted below a tree, deepest first.
+device_unmount_all() {
+  awk -v p="$(readlink -f "$1")" '$2 == p || index($2, p "/") == 1 { print $2 }' /proc/self/mounts | sort -r |
+    while read -r m; do umount -l "$m" 2>/dev/null || true; done
+}
+
+# The trixie amd64 build root: trixie's Swift, the -dev libraries, dpkg-dev,
+# lintian, and cross binutils to read arm64 binaries. Prints its path.
+device_build_packages=(swiftlang libstdc++-14-dev libasound2-dev libmosquitto-dev libmpg123-dev libgpiod-dev
+  libsqlite3-dev dpkg-dev lintian binutils-aarch64-linux-gnu man-db ca-certificates)
+device_build_root() {
+  local key root
+  key=$(echo "$device_suite ${device_build_packages[*]}" | sha256sum | cut -c1-12)
+  root=$(device_cached "root-$device_suite-amd64" "$key")
+  if [ ! -d "$root" ]; then
+    step "making the $device_suite amd64 build root (once; about a minute)"
+    rm -rf "$root.tmp"
+    mmdebstrap --quiet --variant=apt --include="$(IFS=,; echo "${device_build_packages[*]}")" \
+      "$device_suite" "$root.tmp" "$device_mirror" >&2
+    mv "$root.tmp" "$root"
+  fi
+  echo "$root"
+}
+
+# The arm64 sysroot to cross-build against, made without running arm64
+# code: the -dev libraries and the Swift runtime unpacked (mmdebstrap's
+# extract variant), the merged-/usr links the extract variant leaves out,
+# the aarch64 Swift resources from trixie's swiftlang_arm64 .deb, and a
+# dpkg database written from the unpacked .debs so that dpkg-shlibdeps
+# can name the packages (its file lists carry the /sysroot/arm64 prefix the
+# sysroot has inside the build root). Prints its path.
+device_sysroot_packages=(libc6-dev libstdc++-14-dev libgcc-14-dev libasound2-dev libmosquitto-dev libmpg123-dev
+  libgpiod-dev libsqlite3-dev libswiftlang libssl-dev zlib1g-dev libzstd-dev)
+device_arm64_sysroot() {
+  local key s
+  key=$(echo "$device_suite ${device_sysroot_packages[*]} admindir-v1" | sha256sum | cut -c1-12)
+  s=$(device_cached "sysroot-$device_suite-arm64" "$key")
+  [ -d "$s" ] && { echo "$s"; return; }
+  step "making the $device_suite arm64 sysroot (once)"
+  rm -rf "$s.tmp"
+  mmdebstrap --quiet --variant=extract --arch=arm64 --skip=cleanup/apt/cache --skip=cleanup/apt/lists \
+    --include="$(IFS=,; echo "${device_sysroot_packages[*]}")" "$device_suite" "$s.tmp" "$device_mirror" >&2
+  local t=$s.tmp
+  # The aarch64 stdlib modules, static runtime and clang headers (not in libswiftlang).
+  mkdir -p "$t/var/cache/soundbox"
+  (cd "$t/var/cache/soundbox" && apt-get -qq -o Dir="$t" -o Dir::State::Status="$t/var/lib/dpkg/status" \
+     -o APT::Architecture=arm64 -o APT::Architectures::=arm64 download swiftlang >&2 2>/dev/null)
+  dpkg-deb --fsys-tarfile "$t"/var/cache/soundbox/swiftlang_*_arm64.deb | tar -x -C "$t" --wildcards \
+    './usr/libexec/swift/lib/swift/linux/*' './usr/libexec/swift/lib/swift/shims/*' './usr/libexec/swift/lib/swift/clang' \
+    './usr/libexec/swift/lib/clang/*' './usr/libexec/swift/lib/swift_static/*'
+  rm -f "$t"/var/cache/soundbox/swiftlang_*_arm64.deb
+  for d in lib bin sbin; do [ -e "$t/$d" ] || ln -s "usr/$d" "$t/$d"; done
+  device_admindir "$t" /sysroot/arm64
+  rm -f "$t"/var/cache/apt/archives/*.deb
+  mv "$t" "$s"
+  echo "$s"
+}
+
+# device_admindir TREE PREFIX: TREE/var/lib/dpkg from the .debs in
+# TREE/var/cache/apt/archives, file lists prefixed with PREFIX.
+device_admindir() {
+  local t=$1 prefix=$2 a=$1/var/lib/dpkg tmp deb pkg arch ma name
+  mkdir -p "$a/info" "$a/updates"
+  echo arm64 > "$a/arch"
+  : > "$a/status"
+  tmp=$(mktemp -d)
+  for deb in "$t"/var/cache/apt/archives/*.deb; do
+    pkg=$(dpkg-deb -f "$deb" Package); arch=$(dpkg-deb -f "$deb" Architecture); ma=$(dpkg-deb -f "$deb" Multi-Arch)
+    name=$pkg; [ "$ma" = same ] && name=$pkg:$arch
+    { dpkg-deb -f "$deb" | grep -v '^Status:'; echo "Status: install ok installed"; echo; } >> "$a/status"
+    dpkg-deb -c "$deb" | awk -v p="$prefix" '{ for (i = 1; i <= 5; i++) $i = ""; sub(/^ +/, ""); sub(/ -> .*/, "");
+      sub(/^\./, ""); sub(/\/$/, ""); if ($0 != "") print p $0 }' > "$a/info/$name.list"
+    rm -rf "${tmp:?}"/*
+    dpkg-deb -e "$deb" "$tmp"
+    for f in shlibs symbols; do [ -f "$tmp/$f" ] && cp "$tmp/$f" "$a/info/$name.$f"; done
+  done
+  rm -rf "$tmp"
+}
+
+# The Swift SDK bundle for the arm64 cross build, as seen inside the build
+# root (sysroot at /sysroot/arm64, linked with trixie's lld).
+device_sdk_bundle() {
+  local b=$device_cache/sdks/trixie-arm64.artifactbundle v
+  v=$b/aarch64-unknown-linux-gnu
+  mkdir -p "$v"
+  cat > "$b/info.json" <<'EOF'
+{"schemaVersion": "1.0", "artifacts": {"trixie-arm64": {"type": "swiftSDK", "version": "6.0.3",
+  "variants": [{"path": "aarch64-unknown-linux-gnu", "supportedTriples": ["x86_64-unknown-linux-gnu", "x86_64-pc-linux-gnu"]}]}}}
+EOF
+  cat > "$v/swift-sdk.json" <<'EOF'
+{"schemaVersion": "4.0", "targetTriples": {"aarch64-unknown-linux-gnu": {"sdkRootPath": "/sysroot/arm64",
+  "swiftResourcesPath": "/sysroot/arm64/usr/libexec/swift/lib/swift",
+  "swiftStaticResourcesPath": "/sysroot/arm64/usr/libexec/swift/lib/swift_static", "toolsetPaths": ["toolset.json"]}}}
+EOF
+  cat > "$v/toolset.json" <<'EOF'
+{"schemaVersion": "1.0", "swiftCompiler": {"extraCLIOptions": ["-use-ld=lld"]}, "linker": {"path": "/usr/libexec/swift/bin/ld.lld"}}
+EOF
+}
+
+# device_enter ROOT SYSROOT OUT: mounts what builds in ROOT need: /proc,
+# the checkout (read-only) at /src, the build folders at /build, OUT at
+# /out, the arm64 sysroot (read-only) at /sysroot/arm64, the SDK at /sdks.
+device_mounts=()
+device_bind() {   # SRC DST [ro]
+  mkdir -p "$2"
+  mount --bind "$1" "$2"
+  [ "${3:-}" = ro ] && mount -o remount,bind,ro "$2"
+  device_mounts+=("$2")
+}
+device_enter() {
+  local root=$1 sysroot=$2 out=$3
+  device_sdk_bundle
+  mkdir -p "$device_cache/build"
+  mkdir -p "$root/proc" && mount -t proc proc "$root/proc" && device_mounts+=("$root/proc")
+  device_bind "$repo" "$root/src" ro
+  device_bind "$device_cache/build" "$root/build"
+  device_bind "$out" "$root/out"
+  device_bind "$device_cache/sdks" "$root/sdks" ro
+  [ -n "$sysroot" ] && device_bind "$sysroot" "$root/sysroot/arm64" ro
+  return 0
+}
+device_leave() {
+  local i
+  for ((i = ${#device_mounts[@]} - 1; i >= 0; i--)); do umount -l "${device_mounts[$i]}" 2>/dev/null || true; done
+  device_mounts=()
+}
+
+# device_run ROOT COMMAND...: runs COMMAND in ROOT with a clean environment.
+device_run() {
+  local root=$1; shift
+  local epoch
+  epoch=$(git -C "$repo" log -1 --format=%ct 2>/dev/null || date +%s)
+  chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/bin:/bin:/usr/sbin:/sbin LANG=C.UTF-8 \
+    SOURCE_DATE_EPOCH="$epoch" "$@"
+}
+
+# Keeps a build's output short: errors, warnings from our sources, the result.
+device_quiet() {
+  grep -E --line-buffered 'error:|^/src/.*warning:|Build complete|Compiling .* failed' || true
+}
