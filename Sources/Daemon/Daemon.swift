@@ -114,12 +114,12 @@ public enum Daemon {
 
         // 1. Storage: a broken database is a fault, not a crash loop.
         let storage = Storage(path: stateDir + "/soundbox.db")
-        // 2. Voices: every installed pack decoded once.
+        // 2. Voices: the default pack decoded now, the others when first asked for.
         let voices = Voices(catalog: catalog)
         let bank = VoiceBank(catalog: catalog)
-        voices.loadAll(into: bank)
         let settings = Settings(file: file, storage: storage, voices: catalog)
         let config = settings.current
+        voices.pack(config[.voiceLang], from: bank)
 
         // 3. Ingest and the scheduler.
         let wake = Wakeup(), outbox = Wakeup()

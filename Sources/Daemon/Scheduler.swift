@@ -172,7 +172,7 @@ final class Scheduler: Service, @unchecked Sendable {
     private func run(_ job: UserJob) {
         let config = settings.current
         let lang = config[.voiceLang]
-        let grammar = (try? bank.load(lang))?.grammar
+        let grammar = voices.pack(lang, from: bank)?.grammar
         switch job.kind {
         case .replay(let p):
             log.info("replaying", ["id": p.id])
@@ -208,7 +208,7 @@ final class Scheduler: Service, @unchecked Sendable {
             return play(["?"], lang: config[.voiceLang], volume: volume, mutable: mutable)
         }
         if let missing = reader.missing { voices.noteMissing(missing) }
-        let clips = (try? bank.load(reader.pack))?.grammar.announcement(p.amount, channel: p.channel) ?? ["?"]
+        let clips = voices.pack(reader.pack, from: bank)?.grammar.announcement(p.amount, channel: p.channel) ?? ["?"]
         return play(clips, lang: reader.pack, volume: volume, mutable: mutable)
     }
 

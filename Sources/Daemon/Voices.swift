@@ -22,29 +22,39 @@ final class Voices: Sendable {
     /// cannot grow the list.
     static let missingCap = 8
 
-    init(catalog: VoiceCatalog) { self.catalog = catalog }
+    init(catalog: VoiceCatalog) {
+        self.catalog = catalog
+        state.withLock { $0.problems = catalog.problems }
+        for (name, why) in catalog.problems { log.error("voice_unavailable", ["pack": name, "error": why]) }
+    }
 
-    /// Decodes every installed pack once (the scheduler then never decodes),
-    /// logging each clip that cannot be used.
-    func loadAll(into bank: VoiceBank) {
-        var problems = catalog.problems, loaded: [String: Int] = [:]
-        for name in catalog.names {
-            do {
-                let pack = try bank.load(name)
-                loaded[name] = pack.clips.count
+    /// The pack `name` (installed), decoded on first use — each installed
+    /// pack at most once, however it is asked for — with the clips it could
+    /// not use logged and reported. Nil if it cannot be loaded. Called at
+    /// start and from the scheduler thread (which owns `bank`).
+    @discardableResult
+    func pack(_ name: String, from bank: VoiceBank) -> LoadedPack? {
+        let known = bank.packs[name] != nil
+        do {
+            let pack = try bank.load(name)
+            if !known {
                 for (clip, why) in pack.broken.sorted(by: { $0.key < $1.key }) {
                     log.warning("clip_broken", ["pack": name, "clip": clip, "error": why])
                 }
-                if !pack.broken.isEmpty {
-                    problems[name] = "\(pack.broken.count) clips missing or broken (\(pack.broken.keys.sorted().joined(separator: " "))); they play from the fallback pack or as a chime"
+                state.withLock { s in
+                    s.loaded[name] = pack.clips.count
+                    s.problems[name] = pack.broken.isEmpty ? nil
+                        : "\(pack.broken.count) clips missing or broken (\(pack.broken.keys.sorted().joined(separator: " "))); they play from the fallback pack or as a chime"
                 }
-            } catch {
-                log.error("voice_unavailable", ["pack": name, "error": error.description])
-                problems[name] = error.description
             }
+            return pack
+        } catch {
+            if !known && state.withLock({ $0.problems[name] == nil }) {
+                log.error("voice_unavailable", ["pack": name, "error": error.description])
+                state.withLock { $0.problems[name] = error.description }
+            }
+            return nil
         }
-        for (name, why) in catalog.problems { log.error("voice_unavailable", ["pack": name, "error": why]) }
-        state.withLock { $0.problems = problems; $0.loaded = loaded }
     }
 
     /// A payment asked for `lang`, which is not installed: it is read by
@@ -68,7 +78,8 @@ final class Voices: Sendable {
                 return (false, "voice.lang \(lang) is not installed in \(catalog.directory) (installed: \(catalog.names.isEmpty ? "none" : catalog.names.joined(separator: ", "))); payments play as a chime")
             }
             if let problem = s.problems[lang] { return (false, "\(lang): \(problem)") }
-            return (true, "\(lang): \(s.loaded[lang] ?? 0) clips; installed: \(catalog.names.joined(separator: ", "))")
+            let clips = s.loaded[lang].map { "\($0) clips" } ?? "not loaded yet"
+            return (true, "\(lang): \(clips); installed: \(catalog.names.joined(separator: ", "))")
         }
     }
 }
