@@ -26,7 +26,9 @@ let package = Package(
         .target(name: "MQTTBridge", dependencies: ["Soundbox", "SoundboxThreads", "CMosquitto"]),
         // libgpiod v1 (Debian 12) or v2 (Debian 13) behind one C API: both
         // headers are <gpiod.h>, so only the preprocessor can choose.
-        .target(name: "CGPIOBridge", dependencies: ["CGPIOD"], linkerSettings: [.linkedLibrary("gpiod")]),
+        .target(name: "CGPIOBridge", dependencies: ["CGPIOD"],
+                cSettings: [.define("_FORTIFY_SOURCE", to: "2", .when(configuration: .release))],
+                linkerSettings: [.linkedLibrary("gpiod")]),
         .target(name: "GPIO", dependencies: ["Soundbox", "CGPIOBridge"]),
         .target(name: "SoundboxStore", dependencies: ["Soundbox", "CSQLite"], path: "Sources/Store"),
         // The control socket's client: soundboxctl, tests, benchmarks.

@@ -69,7 +69,7 @@ device_sysroot_packages=(libc6-dev libstdc++-14-dev libgcc-14-dev libasound2-dev
   libgpiod-dev libsqlite3-dev libswiftlang libssl-dev zlib1g-dev libzstd-dev)
 device_arm64_sysroot() {
   local key s
-  key=$(echo "$device_suite ${device_sysroot_packages[*]} admindir-v1" | sha256sum | cut -c1-12)
+  key=$(echo "$device_suite ${device_sysroot_packages[*]} admindir-v2" | sha256sum | cut -c1-12)
   s=$(device_cached "sysroot-$device_suite-arm64" "$key")
   [ -d "$s" ] && { echo "$s"; return; }
   step "making the $device_suite arm64 sysroot (once)"
@@ -98,6 +98,7 @@ device_admindir() {
   local t=$1 prefix=$2 a=$1/var/lib/dpkg tmp deb pkg arch ma name
   mkdir -p "$a/info" "$a/updates"
   echo arm64 > "$a/arch"
+  echo 1 > "$a/info/format"   # the multiarch layout: info/<pkg>:<arch>.list
   : > "$a/status"
   tmp=$(mktemp -d)
   for deb in "$t"/var/cache/apt/archives/*.deb; do

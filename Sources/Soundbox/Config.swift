@@ -115,7 +115,8 @@ public struct Config: Sendable, Equatable {
         let file = path ?? defaultPath
         guard let data = FileManager.default.contents(atPath: file) else {
             if path == nil && !FileManager.default.fileExists(atPath: file) { return Config() }
-            throw ConfigFileError(source: file, line: nil, error: .syntax("cannot be read"))
+            let why = FileManager.default.isReadableFile(atPath: file) ? "" : ": permission denied"
+            throw ConfigFileError(source: file, line: nil, error: .syntax("cannot be read\(why)"))
         }
         guard let text = String(validating: data, as: UTF8.self) else {
             throw ConfigFileError(source: file, line: nil, error: .syntax("is not UTF-8 text"))

@@ -132,8 +132,20 @@ func parseAmount(_ args: Arguments) throws(Failure) -> Amount {
     }
 }
 
+nonisolated(unsafe) var configNoteShown = false   // soundboxctl is single-threaded
+
 func config(_ args: Arguments) throws(Failure) -> Config {
     do { return try Config.load(path: args.options["--config"]) } catch {
+        // The installed file is root:soundbox 0640 (it may hold the broker's
+        // password): outside that group, go on with the defaults and say so.
+        let fm = FileManager.default
+        if args.options["--config"] == nil, fm.fileExists(atPath: Config.defaultPath), !fm.isReadableFile(atPath: Config.defaultPath) {
+            if !configNoteShown {
+                printError("note: cannot read \(Config.defaultPath) (permission denied: run as root or join group soundbox); using the defaults")
+                configNoteShown = true
+            }
+            return Config()
+        }
         throw failure(error.description, code: "config")
     }
 }
