@@ -127,8 +127,10 @@ public enum Daemon {
         let scheduler = Scheduler(storage: storage, settings: settings, voices: voices, bank: bank, wake: wake, outbox: outbox,
                                   environment: environment)
         prune(storage, config, log)
+        let configDir = (configPath ?? Config.defaultPath).split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
         let device = Device(settings: settings, storage: storage, scheduler: scheduler, voices: voices,
-                            link: Shared(LinkStatus()), gpio: Shared([]), started: started, environment: environment)
+                            link: Shared(LinkStatus()), gpio: Shared([]), started: started, environment: environment,
+                            provisioningFaultPath: (configDir.isEmpty ? "." : configDir) + "/provisioning.fault")
 
         // 4. The control socket is bound now (a live one means another
         //    soundboxd: refused before the broker is contacted) and served last.

@@ -103,6 +103,13 @@ enum Doctor {
                   "check network time: `timedatectl timesync-status` or `chronyc tracking`")
         }
 
+        if let fault = d.provisioningFault {
+            check("provisioning", "fail", fault + "; nothing from that provisioning was applied",
+                  "fix that file in the soundbox/ folder of the boot partition (or remove it) and reboot; then delete \(d.provisioningFaultPath)")
+        } else {
+            check("provisioning", "ok", "no provisioning refused")
+        }
+
         let waiting = d.settings.restartNeeded
         if waiting.isEmpty {
             check("config", "ok", "the settings in use are the file's (and the overlay's)")

@@ -1,3 +1,4 @@
+import FoundationEssentials
 import Soundbox
 import Synchronization
 
@@ -14,6 +15,18 @@ struct Device: Sendable {
     let gpio: Shared<[String]>
     let started: Double
     let environment: [String: String]
+    /// Written by the image's first-boot provisioning when a file in the
+    /// boot partition's soundbox/ folder was refused (image/README.md):
+    /// `provisioning.fault` next to the settings file.
+    let provisioningFaultPath: String
+
+    /// What the provisioning refused ("soundbox/soundbox.conf:3: …"), if anything.
+    var provisioningFault: String? {
+        guard let data = FileManager.default.contents(atPath: provisioningFaultPath) else { return nil }
+        // One line for status and doctor; bounded, whatever is in the file.
+        let text = String(decoding: data.prefix(2000), as: UTF8.self).split(whereSeparator: \.isNewline).joined(separator: "; ")
+        return text.isEmpty ? "refused (no reason given)" : text
+    }
 
     /// What is broken now: `storage`, `audio`, `voice`, `takeover` (no
     /// database queries: the LED asks on every turn of the panel's loop).
@@ -23,6 +36,7 @@ struct Device: Sendable {
         if scheduler.status.withLock({ $0.audioFault }) != nil { faults.append("audio") }
         if !voices.health(default: settings.current[.voiceLang]).ok { faults.append("voice") }
         if link.withLock({ $0.takeover }) { faults.append("takeover") }
+        if provisioningFault != nil { faults.append("provisioning") }
         return faults
     }
 }

@@ -232,3 +232,25 @@ func residentKB(_ pid: Int32) -> Int {
     }
 }
 
+
+/// The image's first boot leaves `provisioning.fault` next to the settings
+/// when it refused a provisioning file: the box says so (status, doctor,
+/// the LED's fault) instead of running half-configured.
+@Suite struct ProvisioningFaultTests {
+    @Test func aRefusedProvisioningIsAFaultThatDoctorExplains() throws {
+        let scratch = Scratch()
+        let daemon = try Daemon(dir: scratch.path)
+        try daemon.start()
+        #expect(try daemon.request("status")["faults"] == "none")
+        try "soundbox/soundbox.conf:3: audio.volume = '11' is not allowed; expected an integer 0-10\n"
+            .write(toFile: daemon.dir + "/provisioning.fault", atomically: true, encoding: .utf8)
+        #expect(try daemon.request("status")["faults"] == "provisioning")
+        let doctor = try daemon.request("doctor").pairs.records(startingWith: "check")
+        let check = try #require(doctor.first { $0.first?.value == "provisioning" })
+        #expect(check.first { $0.key == "status" }?.value == "fail")
+        #expect(check.first { $0.key == "detail" }?.value.hasPrefix("soundbox/soundbox.conf:3: audio.volume = '11'") == true)
+        unlink(daemon.dir + "/provisioning.fault")
+        #expect(try daemon.request("status")["faults"] == "none")
+        #expect(daemon.stop().0 == 0)
+    }
+}
