@@ -1,0 +1,241 @@
+#!/bin/bash
+# Runs INSIDE the booted image (image/boot-test), as root, from the 9p
+# share ("testkit", at /run/testkit), started by a unit the host passes on
+# the kernel command line (nothing of the test is written into the image).
+# It starts a mosquitto on the guest's loopback (TLS, client certificates:
+# the image's provisioned ones), tells systemd it is ready (soundboxd is
+# ordered after it), and then, by the mode the host wrote into the share:
+#
+#   first   checks the provisioning, the daemon, a spoken payment, doctor,
+#           SSH, listeners, journal, watchdog; one "PASS name" / "FAIL name:
+#           why" line each, "FACT name value" for figures
+#   stream  publishes payments, one a second, until the host cuts the power
+#   drain   waits until the queue is empty and powers off
+#
+# Daemon log lines and receipts go to the host as they happen, on the
+# virtio-serial ports "journal" and "receipts" (they survive the cut).
+set -u
+K=/run/testkit
+MODE=$(cat "$K/mode")
+BOOT=$(cat "$K/boot")
+OUT=$K/out/boot-$BOOT
+mkdir -p "$OUT"
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+export LD_LIBRARY_PATH=$K/root/usr/lib/aarch64-linux-gnu
+DEVICE=$(cat "$K/device")
+TOPIC=soundbox/v1/$DEVICE
+TLS=(--cafile "$K/tls/ca.crt" --cert "$K/tls/backend.crt" --key "$K/tls/backend.key" -h localhost -p 8883)
+exec 2>"$OUT/guest.err"
+T0=$(cut -d' ' -f1 /proc/uptime)
+note() { echo "[$(awk -v t0="$T0" '{printf "%6.2f", $1 - t0}' /proc/uptime)] $*" >&2; }
+R=$OUT/results.txt
+: > "$R"
+pass() { echo "PASS $1${2:+ ($2)}" >> "$R"; note "PASS $1 ${2:-}"; }
+fail() { echo "FAIL $1: $2" >> "$R"; note "FAIL $1: $2"; }
+fact() { echo "FACT $1 $2" >> "$R"; note "FACT $1 $2"; }
+check() {   # check NAME DETAIL COMMAND...: PASS when COMMAND succeeds
+  local name=$1 detail=$2; shift 2
+  if "$@" >>"$OUT/check.log" 2>&1; then pass "$name" "$detail"; else fail "$name" "$detail"; fi
+}
+# until_true SECONDS COMMAND...: polls a condition that has no event to await
+until_true() {
+  local n=$(($1 * 5)); shift
+  while [ "$n" -gt 0 ]; do "$@" && return 0; sleep 0.2; n=$((n - 1)); done
+  return 1
+}
+
+# --- the broker, before soundboxd (this unit is Type=notify) -----------------
+"$K/root/usr/sbin/mosquitto" -c "$K/mosquitto.conf" > "$OUT/mosquitto.log" 2>&1 &
+until_true 30 bash -c 'ss -Htln | grep -q "127.0.0.1:8883 "' || fail broker "mosquitto did not listen within 30 s"
+sub() { "$K/root/usr/bin/mosquitto_sub" "${TLS[@]}" "$@"; }
+pub() { "$K/root/usr/bin/mosquitto_pub" "${TLS[@]}" "$@"; }
+ports=/dev/virtio-ports
+until_true 10 test -e "$ports/receipts" || note "no virtio port receipts"
+# Every receipt, as the backend sees it, to the host.
+# A virtio port has one opener: the markers below go through the same one.
+exec 3> "$ports/receipts"
+sub -q 1 -v -t "$TOPIC/receipt" >&3 &
+marker() { echo "$*" >&3; }
+systemd-notify --ready
+note "broker up, soundboxd may start"
+
+# soundboxd's start job finishes when it says READY (Type=notify).
+systemctl start soundboxd.service ssh.service
+journalctl -f -n all -o cat -u soundboxd > "$ports/journal" &
+ready_us=$(systemctl show -P ActiveEnterTimestampMonotonic soundboxd.service)
+fact boot_to_ready_s "$(awk -v u="$ready_us" 'BEGIN { printf "%.1f", u / 1e6 }')"
+fact daemon_rss_kb "$(ps -o rss= -C soundboxd | tr -d ' ')"
+marker "READY boot=$BOOT"
+
+ctl() { soundboxctl "$@"; }
+connected() { ctl status 2>/dev/null | grep -q '^mqtt: *connected'; }
+until_true 60 connected || fail mqtt "soundboxd did not connect to the guest's broker over TLS within 60 s: $(ctl status 2>&1 | grep mqtt)"
+
+payment() {   # payment ID AMOUNT
+  pub -q 1 -t "$TOPIC/payment" -m "{\"id\":\"$1\",\"amount\":\"$2\",\"currency\":\"CNY\",\"ts\":$(date +%s)}"
+}
+
+case "$MODE" in
+first)
+  check soundboxd_ready "active under systemd (Type=notify: READY)" systemctl is-active -q soundboxd
+  connected && pass mqtt_tls "connected with the provisioned CA, certificate and key"
+  # -- provisioning: files in place, owners and modes, secrets off the card
+  for f in soundbox.conf authorized_keys wifi.conf hostname ca.crt device.crt device.key; do
+    [ -e "/boot/firmware/soundbox/$f" ] && fail provisioning_removed "$f is still on the boot partition"
+  done
+  [ -f /boot/firmware/soundbox/applied.txt ] && pass provisioning_removed "secrets gone from /boot/firmware/soundbox; applied.txt: $(head -1 /boot/firmware/soundbox/applied.txt)"
+  same() { cmp -s "$K/provision/$1" "$2" && [ "$(stat -c '%U:%G %a' "$2")" = "$3" ]; }
+  check provisioned_conf "/etc/soundbox/soundbox.conf root:soundbox 640" same soundbox.conf /etc/soundbox/soundbox.conf "root:soundbox 640"
+  check provisioned_key "/etc/soundbox/tls/device.key root:soundbox 640" same device.key /etc/soundbox/tls/device.key "root:soundbox 640"
+  check provisioned_cert "/etc/soundbox/tls/device.crt, ca.crt" same device.crt /etc/soundbox/tls/device.crt "root:soundbox 644"
+  check provisioned_ssh "/home/tech/.ssh/authorized_keys tech:tech 600" same authorized_keys /home/tech/.ssh/authorized_keys "tech:tech 600"
+  check provisioned_wifi "wpa_supplicant.conf: hex ssid, country, derived psk, 600" bash -c \
+    "grep -qx '    ssid=$(printf %s 'Test Shop' | od -An -tx1 | tr -d ' \n')' /etc/wpa_supplicant/wpa_supplicant.conf &&
+     grep -qx 'country=IN' /etc/wpa_supplicant/wpa_supplicant.conf &&
+     grep -qE '^    psk=[0-9a-f]{64}$' /etc/wpa_supplicant/wpa_supplicant.conf &&
+     [ \"\$(stat -c '%U %a' /etc/wpa_supplicant/wpa_supplicant.conf)\" = 'root 600' ]"
+  check provisioned_hostname "hostname $(hostname) = device id $DEVICE" test "$(hostname)" = "$DEVICE"
+  check no_provisioning_fault "no /etc/soundbox/provisioning.fault" test ! -e /etc/soundbox/provisioning.fault
+  # -- first boot: root grown to the (test) card
+  root_mb=$(df -BM --output=size / | tail -1 | tr -dc 0-9)
+  fact root_fs_mb "$root_mb"
+  check root_grown "$(cat /var/lib/soundbox-image/root-grown 2>/dev/null)" test -s /var/lib/soundbox-image/root-grown
+  sdev=$(findmnt -no SOURCE /var/lib/soundbox)
+  check state_partition "/var/lib/soundbox on $sdev, its own ext4, data=journal" bash -c \
+    "[ '$sdev' != \"\$(findmnt -no SOURCE /)\" ] && [ \"\$(findmnt -no FSTYPE /var/lib/soundbox)\" = ext4 ] &&
+     grep -qx data=journal /proc/fs/ext4/\$(basename \$(readlink -f '$sdev'))/options"
+  # -- a payment, spoken on the loopback card, with its receipts
+  arecord -q -D hw:Loopback,1,0 -f S16_LE -c 1 -r 22050 -t raw "$OUT/payment.raw" 2>>"$OUT/arecord.err" &
+  arec=$!
+  # A persistent subscription made first (-E: exit once subscribed), read after.
+  sub -c -i guest-check -q 1 -E -t "$TOPIC/receipt"
+  payment FIRST-1 123.45
+  sub -c -i guest-check -q 1 -C 2 -W 90 -t "$TOPIC/receipt" > "$OUT/receipts.txt"
+  ctl wait --timeout 60 >/dev/null
+  kill -INT "$arec"; wait "$arec"
+  if grep -q '"id":"FIRST-1","status":"queued"' "$OUT/receipts.txt" && grep -q '"id":"FIRST-1","status":"played"' "$OUT/receipts.txt"; then
+    pass payment_receipts "queued and played"
+  else
+    fail payment_receipts "got: $(tr '\n' ' ' < "$OUT/receipts.txt")"
+  fi
+  # (the host measures the captured sound: payment.raw)
+  # -- doctor: everything OK but the absent GPIO chip (and the clock: no network here)
+  ctl doctor > "$OUT/doctor.txt" 2>&1
+  bad=$(grep -E '^(WARN|FAIL)' "$OUT/doctor.txt" | grep -vE '^(FAIL|WARN) +gpio |^WARN +clock ')
+  if [ -z "$bad" ] && grep -Eq '^OK +audio' "$OUT/doctor.txt" && grep -Eq '^OK +broker' "$OUT/doctor.txt" && grep -Eq '^OK +provisioning' "$OUT/doctor.txt"; then
+    pass doctor "OK but: $(grep -E '^(WARN|FAIL)' "$OUT/doctor.txt" | awk '{print $1, $2}' | tr '\n' ' ')"
+  else
+    fail doctor "$(tr '\n' '|' < "$OUT/doctor.txt")"
+  fi
+  # -- the technician: key login as tech, soundboxctl and the journal; no password, no root
+  install -m 0600 "$K/tech_key" /run/tech_key
+  sshq=(ssh -i /run/tech_key -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR)
+  "${sshq[@]}" tech@127.0.0.1 'id; soundboxctl status; journalctl -u soundboxd --no-pager -n 100' > "$OUT/ssh.txt" 2>&1
+  if grep -q 'groups=.*(soundbox)' "$OUT/ssh.txt" && grep -q '^state:' "$OUT/ssh.txt" && grep -q 'speaking' "$OUT/ssh.txt"; then
+    pass ssh_tech "key login; soundboxctl status and journalctl -u soundboxd work as tech"
+  else
+    fail ssh_tech "$(tr '\n' '|' < "$OUT/ssh.txt" | cut -c1-400)"
+  fi
+  if ssh -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o PubkeyAuthentication=no \
+       -o PreferredAuthentications=password,keyboard-interactive tech@127.0.0.1 true > "$OUT/ssh-password.txt" 2>&1; then
+    fail ssh_password "a login without a key succeeded"
+  elif grep -q 'Permission denied (publickey)' "$OUT/ssh-password.txt"; then
+    pass ssh_password "refused: $(grep -o 'Permission denied (publickey)' "$OUT/ssh-password.txt")"
+  else
+    fail ssh_password "$(tr '\n' ' ' < "$OUT/ssh-password.txt")"
+  fi
+  "${sshq[@]}" root@127.0.0.1 true > "$OUT/ssh-root.txt" 2>&1 && fail ssh_root "root logged in" || pass ssh_root "refused"
+  check sshd_config "sshd -T: no passwords, no root" bash -c \
+    "sshd -T | grep -qx 'passwordauthentication no' && sshd -T | grep -qx 'permitrootlogin no' && sshd -T | grep -qx 'kbdinteractiveauthentication no'"
+  check no_passwords "/etc/shadow: every password field locked" awk -F: '$2 !~ /^(\*|!.*)?$/ { bad = 1 } END { exit bad }' /etc/shadow
+  # -- field basics
+  ss -Htlnup > "$OUT/listeners.txt"
+  others=$(grep -v ':8883 ' "$OUT/listeners.txt" | grep -v '"sshd' || true)
+  if [ -z "$others" ] && grep -q '"sshd' "$OUT/listeners.txt"; then pass listeners "only sshd (and the test broker)"; else fail listeners "$(tr '\n' '|' < "$OUT/listeners.txt")"; fi
+  check journal_volatile "journal in /run, capped: $(journalctl --header | grep -m1 -o 'File path: [^ ]*')" bash -c \
+    "journalctl --header | grep -q 'File path: /run/log/journal' && ! journalctl --header | grep -q 'File path: /var' && [ -z \"\$(find /var/log/journal -name '*.journal' 2>/dev/null)\" ]"
+  check timesync "systemd-timesyncd enabled" systemctl is-enabled -q systemd-timesyncd
+  check watchdog "systemd arms the hardware watchdog: $(cat /sys/class/watchdog/watchdog0/identity 2>/dev/null), $(systemctl show -P RuntimeWatchdogUSec)" \
+    bash -c "[ \"\$(cat /sys/class/watchdog/watchdog0/state)\" = active ] && [ \"\$(systemctl show -P RuntimeWatchdogUSec)\" != 0 ]"
+  check hostname_in_topic "status retained on $TOPIC/status" bash -c \
+    "$K/root/usr/bin/mosquitto_sub ${TLS[*]} -C 1 -W 10 -t '$TOPIC/status' | grep -q '\"online\":true'"
+  # -- bad provisioning folders: nothing applied, the files kept, doctor
+  # names file and line, status lists the fault
+  F=/boot/firmware/soundbox
+  cp /etc/soundbox/soundbox.conf "$OUT/conf-before"
+  bad_case() {   # bad_case NAME EXPECTED_FAULT_PREFIX (the files are in $F)
+    local name=$1 want=$2 got
+    systemctl reset-failed soundbox-provision.service   # many restarts in a row: no start limit here
+    systemctl restart soundbox-provision.service
+    got=$(cat /etc/soundbox/provisioning.fault 2>/dev/null)
+    if [ "${got#"$want"}" != "$got" ] && cmp -s "$OUT/conf-before" /etc/soundbox/soundbox.conf &&
+       [ -n "$(ls -A "$F" | grep -v -e README -e applied)" ] && ctl status | grep -q '^faults:.*provisioning'; then
+      pass "provision_refuses_$name" "$got"
+    else
+      fail "provision_refuses_$name" "fault '$got', expected '$want...'; files: $(ls "$F" | tr '\n' ' ')"
+    fi
+    rm -rf "${F:?}"/*.conf "$F"/*.crt "$F"/*.key "$F"/authorized_keys "$F"/hostname /etc/soundbox/provisioning.fault
+  }
+  printf 'device.id = %s\naudio.volume = loud\n' "$DEVICE" > $F/soundbox.conf
+  cp "$K/provision/authorized_keys" $F/authorized_keys
+  systemctl restart soundbox-provision.service
+  ctl doctor > "$OUT/doctor-bad.txt" 2>&1
+  if grep -Eq '^FAIL provisioning +soundbox/soundbox.conf:2: audio.volume' "$OUT/doctor-bad.txt"; then
+    pass doctor_names_file_line "$(grep '^FAIL provisioning' "$OUT/doctor-bad.txt" | cut -c1-160)"
+  else
+    fail doctor_names_file_line "$(tr '\n' '|' < "$OUT/doctor-bad.txt")"
+  fi
+  bad_case settings "soundbox/soundbox.conf:2: audio.volume = 'loud' is not allowed"
+  printf 'ssid=Shop\npsk=short\ncountry=IN\n' > $F/wifi.conf
+  bad_case wifi_psk "soundbox/wifi.conf:2: psk must be 8-63"
+  printf 'ssid=Shop\npassword=secret123\n' > $F/wifi.conf
+  bad_case wifi_key "soundbox/wifi.conf:2: unknown key 'password'"
+  printf 'ssid=Shop\npsk=secret123\ncountry=in\n' > $F/wifi.conf
+  bad_case wifi_country "soundbox/wifi.conf:3: country must be two capital letters"
+  echo '../../etc/passwd' > $F/hostname
+  bad_case hostname "soundbox/hostname:1: '../../etc/passwd' is not a hostname"
+  cp "$K/provision/device.key" $F/device.key
+  bad_case key_without_cert "soundbox/device.key: device.crt and device.key go together"
+  echo 'hello' > $F/ca.crt
+  bad_case ca_not_pem "soundbox/ca.crt:1: not PEM"
+  printf -- '-----BEGIN CERTIFICATE-----\nMIIB$$$\n-----END CERTIFICATE-----\n' > $F/ca.crt
+  bad_case ca_not_base64 "soundbox/ca.crt:2: not base64"
+  printf '# techs\nssh-ed25519 AAAAnotakey tech\n' > $F/authorized_keys
+  bad_case ssh_key "soundbox/authorized_keys:2: not an SSH public key"
+  printf 'device.id = x\0\n' > $F/soundbox.conf
+  bad_case nul_bytes "soundbox/soundbox.conf: contains NUL bytes"
+  head -c 70000 /dev/zero | tr '\0' '#' > $F/soundbox.conf
+  bad_case too_big "soundbox/soundbox.conf: 70000 bytes; at most 65536"
+  mkdir $F/soundbox.conf
+  bad_case directory "soundbox/soundbox.conf: not a regular file"
+  rmdir $F/soundbox.conf
+  # Written on Windows: CRLF line ends are fine, and the file is applied.
+  sed 's/$/\r/' "$K/provision/soundbox.conf" > $F/soundbox.conf
+  systemctl restart soundbox-provision.service
+  if [ ! -e $F/soundbox.conf ] && [ ! -e /etc/soundbox/provisioning.fault ] && cmp -s "$OUT/conf-before" /etc/soundbox/soundbox.conf; then
+    pass provision_crlf "a CRLF soundbox.conf applied as the same settings"
+  else
+    fail provision_crlf "fault: $(cat /etc/soundbox/provisioning.fault 2>/dev/null); left: $(ls $F | tr '\n' ' ')"
+  fi
+  ctl status | grep -q '^faults: *none' && pass fault_cleared "status faults: none again" || fail fault_cleared "$(ctl status | grep faults)"
+  sync
+  marker "DONE boot=$BOOT"
+  systemctl poweroff
+  ;;
+stream)
+  marker "STREAMING boot=$BOOT"
+  k=0
+  while :; do
+    k=$((k + 1))
+    payment "C$BOOT-$k" "$((k % 9 + 1)).00"
+    sleep 1   # the rate of payments, not a synchronisation
+  done
+  ;;
+drain)
+  ctl wait --timeout 900 > "$OUT/wait.txt" 2>&1 && pass drained "queue empty: $(cat "$OUT/wait.txt")" || fail drained "$(cat "$OUT/wait.txt")"
+  ctl --json history --limit 1000 > "$OUT/history.json" 2>&1
+  sync
+  marker "DONE boot=$BOOT"
+  systemctl poweroff
+  ;;
+esac
