@@ -12,7 +12,7 @@ image_base_packages=(systemd systemd-sysv udev dbus systemd-timesyncd
 image_board_packages() {   # BOARD
   case "$1" in
     rpi) echo linux-image-arm64 raspi-firmware firmware-brcm80211 ;;
-    generic) echo linux-image-amd64 systemd-boot-efi firmware-misc-nonfree firmware-iwlwifi firmware-realtek ;;
+    generic) echo linux-image-amd64 systemd-boot-efi firmware-iwlwifi firmware-realtek ;;
   esac
 }
 # What the boot test runs inside the guest but the image must not carry:

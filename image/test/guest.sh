@@ -21,7 +21,7 @@ BOOT=$(cat "$K/boot")
 OUT=$K/out/boot-$BOOT
 mkdir -p "$OUT"
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
-export LD_LIBRARY_PATH=$K/root/usr/lib/aarch64-linux-gnu
+export LD_LIBRARY_PATH=$K/root/usr/lib/$(uname -m)-linux-gnu
 DEVICE=$(cat "$K/device")
 TOPIC=soundbox/v1/$DEVICE
 TLS=(--cafile "$K/tls/ca.crt" --cert "$K/tls/backend.crt" --key "$K/tls/backend.key" -h localhost -p 8883)
