@@ -37,7 +37,8 @@ image_base() {
     --customize-hook="chroot \"\$1\" apt-get clean" \
     --customize-hook="chroot \"\$1\" apt-get install -qq -y --download-only --no-install-recommends ${image_testkit_packages[*]} >/dev/null" \
     --customize-hook="mv \"\$1\"/var/cache/apt/archives/*.deb \"$base.tmp/testkit/\"" \
-    "$device_suite" "$base.tmp/rootfs" "$device_mirror" >&2
+    "$device_suite" "$base.tmp/rootfs" "$device_mirror" >&2 ||
+    die "mmdebstrap could not make the $board $arch base root filesystem (its messages are above)"
   mv "$base.tmp" "$base"
   echo "$base"
 }
