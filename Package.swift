@@ -16,11 +16,14 @@ let package = Package(
         .systemLibrary(name: "CGPIOD", providers: [.apt(["libgpiod-dev"])]),
         .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CLinux"),   // glibc calls Swift's Glibc module hides
+        .systemLibrary(name: "CCrypto", providers: [.apt(["libssl-dev"])]),   // OpenSSL's libcrypto: Ed25519, SHA-256
 
         // The core: amounts, grammars, voice-pack manifests. No C imports.
         .target(name: "Soundbox"),
         // POSIX threads and condition variables, for the daemon and the MQTT client.
         .target(name: "SoundboxThreads", dependencies: ["CLinux"], path: "Sources/Threads"),
+        // Ed25519 and SHA-256 through OpenSSL (signed payments, docs/signing.md).
+        .target(name: "SoundboxCrypto", dependencies: ["CCrypto"], path: "Sources/Crypto"),
         // Edge adapters.
         .target(name: "SoundboxAudio", dependencies: ["Soundbox", "CALSA", "CMPG123"], path: "Sources/Audio"),
         .target(name: "MQTTBridge", dependencies: ["Soundbox", "SoundboxThreads", "CMosquitto"]),
@@ -34,14 +37,14 @@ let package = Package(
         // The control socket's client: soundboxctl, tests, benchmarks.
         .target(name: "SoundboxControl", dependencies: ["Soundbox"], path: "Sources/Control"),
         // The daemon's services: ingest, scheduler, control socket, lifecycle.
-        .target(name: "SoundboxDaemon", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxStore", "MQTTBridge", "GPIO", "SoundboxThreads", "CLinux"], path: "Sources/Daemon"),
+        .target(name: "SoundboxDaemon", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxStore", "MQTTBridge", "GPIO", "SoundboxThreads", "CLinux", "SoundboxCrypto"], path: "Sources/Daemon"),
 
         // The two executables: thin wiring.
         .executableTarget(name: "soundboxd", dependencies: ["SoundboxDaemon", "MQTTBridge", "GPIO"]),
-        .executableTarget(name: "soundboxctl", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxControl"]),
+        .executableTarget(name: "soundboxctl", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxControl", "SoundboxCrypto"]),
 
         // Benchmarks (bench/README.md); not part of the test suite.
-        .executableTarget(name: "soundbox-bench", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxControl", "MQTTBridge"], path: "bench/Sources"),
+        .executableTarget(name: "soundbox-bench", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxControl", "MQTTBridge", "SoundboxCrypto"], path: "bench/Sources"),
 
         // Helpers shared by the test targets.
         .target(name: "TestSupport", path: "Tests/Support"),
@@ -49,6 +52,7 @@ let package = Package(
         .testTarget(name: "AudioTests", dependencies: ["Soundbox", "SoundboxAudio", "TestSupport"]),
         .testTarget(name: "CLITests", dependencies: ["Soundbox", "soundboxctl", "TestSupport"]),
         .testTarget(name: "StoreTests", dependencies: ["Soundbox", "SoundboxStore"]),
+        .testTarget(name: "SigningTests", dependencies: ["Soundbox", "SoundboxCrypto", "TestSupport"]),
         .testTarget(name: "DaemonTests", dependencies: ["Soundbox", "SoundboxStore", "SoundboxControl", "MQTTBridge", "TestSupport", "soundboxd", "soundboxctl"]),
     ],
     swiftLanguageModes: [.v6]

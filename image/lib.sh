@@ -43,7 +43,7 @@ device_unmount_all() {
 # The trixie amd64 build root: trixie's Swift, the -dev libraries, dpkg-dev,
 # lintian, and cross binutils to read arm64 binaries. Prints its path.
 device_build_packages=(swiftlang libstdc++-14-dev libasound2-dev libmosquitto-dev libmpg123-dev libgpiod-dev
-  libsqlite3-dev dpkg-dev lintian binutils-aarch64-linux-gnu man-db ca-certificates)
+  libsqlite3-dev libssl-dev dpkg-dev lintian binutils-aarch64-linux-gnu man-db ca-certificates)
 device_build_root() {
   local key root
   key=$(echo "$device_suite ${device_build_packages[*]}" | sha256sum | cut -c1-12)

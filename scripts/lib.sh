@@ -2,7 +2,7 @@
 # from Debian (as root, or through sudo) and check the Swift toolchain.
 
 # The Debian 12 packages the build and the tests need.
-SOUNDBOX_PACKAGES=(libasound2-dev libmosquitto-dev libmpg123-dev libgpiod-dev libsqlite3-dev alsa-utils)
+SOUNDBOX_PACKAGES=(libasound2-dev libmosquitto-dev libmpg123-dev libgpiod-dev libsqlite3-dev libssl-dev alsa-utils)
 
 soundbox_install_packages() {
   local missing=()

@@ -125,8 +125,8 @@ struct Commands: Sendable {
         var options: [String: String] = [:]
         var i = 1
         while i < a.count {
-            guard ["--lang", "--channel", "--id"].contains(a[i]), i + 1 < a.count else {
-                throw ControlAck(.arg, command: "say", "usage: say AMOUNT [--lang L] [--channel C] [--id ID]")
+            guard ["--lang", "--id"].contains(a[i]), i + 1 < a.count else {
+                throw ControlAck(.arg, command: "say", "usage: say AMOUNT [--lang L] [--id ID]")
             }
             options[a[i]] = a[i + 1]
             i += 2
@@ -143,7 +143,8 @@ struct Commands: Sendable {
             lang = found
         }
         let id = options["--id"] ?? "say-\(SystemClock.nowMs())"
-        let payment = Payment(id: id, amount: amount, channel: Channel(name: options["--channel"]),
+        // Typed on the box, not paid: it opens with the test words (Channel.local).
+        let payment = Payment(id: id, amount: amount, channel: .local,
                               ts: SystemClock.nowMs() / 1000, lang: lang)
         let result = c.ingest.accept(payment)
         var r = ControlReply()

@@ -128,7 +128,9 @@ public enum Daemon {
                                   environment: environment)
         prune(storage, config, log)
         let configDir = (configPath ?? Config.defaultPath).split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
-        let device = Device(settings: settings, storage: storage, scheduler: scheduler, voices: voices,
+        let deviceID = config[.deviceID].isEmpty ? hostname() : config[.deviceID]
+        let signing = Signing(config: config, device: deviceID, storage: storage, environment: environment)
+        let device = Device(settings: settings, storage: storage, scheduler: scheduler, voices: voices, signing: signing,
                             link: Shared(LinkStatus()), gpio: Shared([]), started: started, environment: environment,
                             provisioningFaultPath: (configDir.isEmpty ? "." : configDir) + "/provisioning.fault")
 
@@ -148,10 +150,10 @@ public enum Daemon {
         services.start(scheduler)
         // 5. The broker link: payments in, receipts and status out.
         if config[.mqttEnabled] {
-            let id = config[.deviceID].isEmpty ? hostname() : config[.deviceID]
             do {
-                let uplink = try Uplink(config: config, deviceID: id, device: device, ingest: ingest,
-                                        remote: RemoteControl(settings: settings, storage: storage, ingest: ingest, scheduler: scheduler))
+                let uplink = try Uplink(config: config, deviceID: deviceID, device: device, ingest: ingest,
+                                        remote: RemoteControl(settings: settings, storage: storage, ingest: ingest, scheduler: scheduler,
+                                                              signing: signing))
                 try uplink.connect()
                 services.start(uplink)
             } catch {
@@ -186,6 +188,7 @@ public enum Daemon {
             if sig == SIGTERM || sig == SIGINT { break }
             if sig == SIGHUP {
                 reload(settings, configPath: configPath, flags: flags, log: log)
+                signing.reload()
                 continue
             }
             if notifier.watchdogInterval != nil && healthy(scheduler) { notifier.send("WATCHDOG=1") }

@@ -103,6 +103,9 @@ enum Doctor {
                   "check network time: `timedatectl timesync-status` or `chronyc tracking`")
         }
 
+        let signing = d.signing.doctor()
+        check("signing", signing.status, signing.detail, signing.hint)
+
         if let fault = d.provisioningFault {
             check("provisioning", "fail", fault + "; nothing from that provisioning was applied",
                   "fix that file in the soundbox/ folder of the boot partition (or remove it) and reboot; then delete \(d.provisioningFaultPath)")

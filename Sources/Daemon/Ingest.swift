@@ -69,11 +69,11 @@ final class Ingest: Sendable {
     /// A payment that could not be read (or is not acceptable): a
     /// `rejected` receipt with the reason, and a log line.
     @discardableResult
-    func reject(_ id: String?, _ reason: String) -> IngestResult {
+    func reject(_ id: String?, _ reason: String, kind: Signature.Kind = .payment) -> IngestResult {
         defer { outbox.notify() }
-        log.warning("rejected", ["id": id ?? "-", "reason": reason])
+        log.warning("rejected", ["id": id ?? "-", "reason": reason, "kind": kind.rawValue])
         let receipt = Receipt(id: id.flatMap { Payment.problem(withID: $0) == nil ? $0 : nil }, status: .rejected,
-                              ts: SystemClock.nowMs() / 1000, reason: reason)
+                              ts: SystemClock.nowMs() / 1000, reason: reason, kind: kind == .payment ? nil : kind.rawValue)
         storage.recordReceipt(receipt, now: SystemClock.nowMs())
         return .rejected(reason: reason)
     }

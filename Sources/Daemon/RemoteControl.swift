@@ -6,12 +6,13 @@ struct RemoteControl: Sendable {
     let storage: Storage
     let ingest: Ingest
     let scheduler: Scheduler
+    let signing: Signing
     private let log = Log("mqtt")
     /// The `meta` key holding the last config applied from the broker.
     static let lastConfigKey = "remote_config"
 
-    init(settings: Settings, storage: Storage, ingest: Ingest, scheduler: Scheduler) {
-        self.settings = settings; self.storage = storage; self.ingest = ingest; self.scheduler = scheduler
+    init(settings: Settings, storage: Storage, ingest: Ingest, scheduler: Scheduler, signing: Signing) {
+        self.settings = settings; self.storage = storage; self.ingest = ingest; self.scheduler = scheduler; self.signing = signing
     }
 
     /// A config message: validates every key (only remote-scope keys are
@@ -22,17 +23,37 @@ struct RemoteControl: Sendable {
     /// technician or the buttons changed since.
     func config(_ bytes: [UInt8], retained: Bool) -> String? {
         guard !bytes.isEmpty else { return nil }   // the retained config was cleared
-        let changes: [String: String]
-        switch RemoteConfig.changes(bytes) {
+        let document: JSONValue, changes: [String: String]
+        switch RemoteMessage.document(bytes, what: "config", maxDepth: 4).flatMap({ d in RemoteConfig.changes(d).map { (d, $0) } }) {
         case .failure(let e):
             log.warning("config_rejected", ["reason": e.description])
             return Self.refusal(error: e.description)
-        case .success(let c): changes = c
+        case .success(let (d, c)): (document, changes) = (d, c)
         }
         let canonical = changes.sorted { $0.key < $1.key }.map { $0.key + "=" + $0.value }.joined(separator: "\n")
         if retained && storage.meta(Self.lastConfigKey) == canonical {
             log.info("config_unchanged")
             return nil
+        }
+        // Signed (docs/signing.md): a refusal is a rejected receipt, not an
+        // answer on config/applied, so a forged config cannot even replace
+        // the retained answer; and a genuine config older than the one in
+        // effect is refused (a replayed "mute" cannot undo a later "unmute").
+        var meta = [Self.lastConfigKey: canonical]
+        switch signing.check(.config, document, content: { Signature.content(document) }, config: settings.current) {
+        case .failure(let p):
+            log.warning("config_rejected", ["reason": p.description])
+            ingest.reject(nil, p.description, kind: .config)
+            return nil
+        case .success(let envelope?):
+            if let last = storage.meta(Signing.configTsKey).flatMap({ Int64($0) }), envelope.ts < last {
+                let p = SignatureProblem(.stale, "older (ts \(envelope.ts)) than the config applied last (ts \(last))")
+                log.warning("config_rejected", ["reason": p.description])
+                ingest.reject(nil, p.description, kind: .config)
+                return nil
+            }
+            meta[Signing.configTsKey] = String(envelope.ts)
+        case .success(nil): break
         }
         let rejected = settings.problems(changes, from: .remote)
         guard rejected.isEmpty else {
@@ -45,7 +66,7 @@ struct RemoteControl: Sendable {
             return answer.text
         }
         do {
-            let now = try settings.set(changes, from: .remote, meta: [Self.lastConfigKey: canonical])
+            let now = try settings.set(changes, from: .remote, meta: meta)
             log.info("config_applied", ["keys": changes.keys.sorted().joined(separator: ",")])
             ingest.outbox.notify()
             var config = JSONObject()
@@ -75,7 +96,29 @@ struct RemoteControl: Sendable {
             return
         }
         let config = settings.current
-        switch RemoteCommand.parse(bytes, maxAmount: config[.paymentMaxAmount], now: SystemClock.nowMs()) {
+        let document: JSONValue
+        switch RemoteMessage.document(bytes, what: "cmd") {
+        case .failure(let e): log.warning("cmd_rejected", ["reason": e.description]); return
+        case .success(let d): document = d
+        }
+        // Signed: verified, and its nonce never seen before within the window.
+        switch signing.check(.cmd, document, content: { Signature.content(document) }, config: config) {
+        case .failure(let p):
+            log.warning("cmd_rejected", ["reason": p.description])
+            ingest.reject(nil, p.description, kind: .cmd)
+            return
+        case .success(let envelope?):
+            let now = SystemClock.nowMs()
+            let nonce = envelope.nonce ?? ""
+            guard storage.useNonce(nonce, now: now, since: now - Int64(config[.queueRetentionDays]) * 86_400_000) else {
+                let p = SignatureProblem(.stale, "nonce \(nonce) was used before (a replayed command)")
+                log.warning("cmd_rejected", ["reason": p.description])
+                ingest.reject(nil, p.description, kind: .cmd)
+                return
+            }
+        case .success(nil): break
+        }
+        switch RemoteCommand.parse(document, maxAmount: config[.paymentMaxAmount], now: SystemClock.nowMs()) {
         case .failure(let e):
             log.warning("cmd_rejected", ["reason": e.description])
         case .success(.say(let p)):

@@ -9,6 +9,8 @@ struct Device: Sendable {
     let storage: Storage
     let scheduler: Scheduler
     let voices: Voices
+    /// The backend's public keys and the signature checks (docs/signing.md).
+    let signing: Signing
     /// The broker link's state, kept by the uplink.
     let link: Shared<LinkStatus>
     /// GPIO lines that could not be had, for doctor (empty: all fine).

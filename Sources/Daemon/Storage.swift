@@ -92,6 +92,9 @@ final class Storage: Sendable {
         var adopted: [Int64: Int64] = [:]
         var nextToken: Int64 = 1
         var lastReopen = -1e9
+        /// Signed commands' nonces seen while the database could not be
+        /// written (nonce → ms), capped like the rest.
+        var nonces: [String: Int64] = [:]
         var heldInMemory: Bool { !entries.isEmpty || !receipts.isEmpty || !unrecorded.isEmpty }
     }
 
@@ -339,6 +342,24 @@ final class Storage: Sendable {
     /// Receipts not yet taken by the broker.
     var receiptsPending: Int {
         state.withLock { s in ((try? s.store?.outboxCount()) ?? 0) + s.receipts.count }
+    }
+
+    /// A signed command's nonce: true the first time it is seen since
+    /// `since` (ms), false for a replay. When the database cannot be
+    /// written the nonce is remembered in memory until the restart.
+    func useNonce(_ nonce: String, now: Int64, since: Int64) -> Bool {
+        state.withLock { s in
+            if let seen = s.nonces[nonce], seen >= since { return false }
+            if let store = writable(&s, now: now) {
+                do throws(StoreError) { return try store.useNonce(nonce, now: now, since: since) } catch {
+                    fail(&s, error, "useNonce")
+                }
+            }
+            if s.nonces.count >= Self.memoryCap { s.nonces = s.nonces.filter { $0.value >= since } }
+            if s.nonces.count >= Self.memoryCap, let oldest = s.nonces.min(by: { $0.value < $1.value }) { s.nonces[oldest.key] = nil }
+            s.nonces[nonce] = now
+            return true
+        }
     }
 
     // MARK: - Settings

@@ -177,10 +177,14 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
     private func payment(_ bytes: [UInt8], retained: Bool) {
         Failpoint.hit("in_on_message")
         let config = device.settings.current
-        switch PaymentMessage.parse(bytes, maxAmount: config[.paymentMaxAmount]) {
-        case .success(let p) where retained:
+        switch PaymentMessage.parseKeepingDocument(bytes, maxAmount: config[.paymentMaxAmount]) {
+        case .success(let (p, _)) where retained:
             ingest.reject(p.id, PaymentMessage.retainedReason)
-        case .success(let p):
+        case .success(let (p, document)):
+            if case .failure(let problem) = device.signing.check(.payment, document, content: { .success(Signature.paymentContent(p, document: document)) }, config: config) {
+                ingest.reject(p.id, problem.description)
+                return
+            }
             _ = ingest.accept(p)
         case .failure(let r):
             ingest.reject(r.id, retained ? PaymentMessage.retainedReason : r.reason)

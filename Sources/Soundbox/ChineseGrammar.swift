@@ -12,6 +12,7 @@ public struct ChineseGrammar: Grammar {
         case .alipay: "支付宝到账"
         case .wechat: "微信收款"
         case .other: "收款到账"
+        case .local: clips(for: .test)[0]
         }
     }
 

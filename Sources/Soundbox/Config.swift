@@ -266,7 +266,7 @@ public struct ConfigKey: Sendable, Hashable {
         TextKey.audioOutput.key, TextKey.audioDevice.key, TextKey.audioWavFile.key, BoolKey.audioNullRealtime.key,
         IntKey.audioVolume.key, IntKey.audioMinVolume.key, BoolKey.audioMute.key,
         IntKey.queueStaleAfter.key, IntKey.queueRetentionDays.key, IntKey.queueHistoryMax.key,
-        AmountKey.paymentMaxAmount.key,
+        AmountKey.paymentMaxAmount.key, TextKey.paymentSigning.key, TextKey.paymentKeys.key,
         TextKey.deviceID.key, BoolKey.mqttEnabled.key, TextKey.mqttHost.key, IntKey.mqttPort.key, TextKey.mqttPrefix.key,
         IntKey.mqttKeepalive.key, TextKey.mqttTLSCA.key, TextKey.mqttTLSCert.key, TextKey.mqttTLSKey.key,
         TextKey.mqttUsername.key, TextKey.mqttPassword.key, IntKey.mqttReconnectMax.key, BoolKey.mqttLinkPrompts.key,
@@ -333,6 +333,10 @@ extension TextKey {
                                              help: "broker password, optional; never shown or logged")
     public static let gpioChip = TextKey("gpio.chip", "gpiochip0", .file,
                                          help: "GPIO chip by name, path, label or number (Raspberry Pi 5 header: pinctrl-rp1)")
+    public static let paymentSigning = TextKey("payment.signing", "off", .file, kind: .choice(Signature.Mode.allCases.map(\.rawValue)),
+                                               help: "required: payments, cmd and config messages must carry a valid Ed25519 signature by a key in payment.keys (docs/signing.md)")
+    public static let paymentKeys = TextKey("payment.keys", "/etc/soundbox/keys", .file,
+                                            help: "folder of the backend's Ed25519 public keys (*.pem, *.pub); re-read on SIGHUP")
     public static let logLevel = TextKey("log.level", "info", .local, kind: .choice(["info", "debug"]), help: "debug adds amounts and per-clip detail")
 }
 

@@ -1,10 +1,18 @@
 /// Where a payment came from; picks the prefix clip of the announcement.
 public enum Channel: String, Sendable, CaseIterable {
     case alipay, wechat, other
+    /// Typed on the box (`soundboxctl say`), not paid: opens with the test
+    /// prompt's words (测试 / "test"), so that a merchant never mistakes it
+    /// for a payment (docs/signing.md). No backend message can ask for it.
+    case local
 
-    /// Any channel name the backend sends: unknown names read as `other`.
+    /// Any channel name the backend sends: unknown names (and "local") read as `other`.
     public init(name: String?) {
-        self = name.flatMap { Channel(rawValue: $0.lowercased()) } ?? .other
+        switch name.flatMap({ Channel(rawValue: $0.lowercased()) }) {
+        case .alipay?: self = .alipay
+        case .wechat?: self = .wechat
+        default: self = .other
+        }
     }
 }
 

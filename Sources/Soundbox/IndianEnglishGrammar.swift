@@ -17,6 +17,7 @@ public struct IndianEnglishGrammar: Grammar {
         case .alipay: "alipay_received"
         case .wechat: "wechat_received"
         case .other: "received"
+        case .local: clips(for: .test)[0]
         }
     }
 

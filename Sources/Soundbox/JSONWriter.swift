@@ -56,3 +56,17 @@ public enum JSONText {
         return out + "\""
     }
 }
+
+extension JSONValue {
+    /// Compact JSON text (numbers as their source text, members in order).
+    public var text: String {
+        switch self {
+        case .object(let members): "{" + members.map { JSONText.quote($0.0) + ":" + $0.1.text }.joined(separator: ",") + "}"
+        case .array(let items): "[" + items.map(\.text).joined(separator: ",") + "]"
+        case .string(let s): JSONText.quote(s)
+        case .number(let n): n
+        case .bool(let b): b ? "true" : "false"
+        case .null: "null"
+        }
+    }
+}

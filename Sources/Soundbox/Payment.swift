@@ -46,9 +46,12 @@ public struct Receipt: Sendable, Equatable {
     /// false when the payment could not be written to storage and is held
     /// in memory only; omitted when durable.
     public var durable: Bool?
+    /// For a refused `cmd` or `config` message: which ("cmd", "config");
+    /// omitted for payments.
+    public var kind: String?
 
-    public init(id: String?, status: Status, ts: Int64, reason: String? = nil, durable: Bool? = nil) {
-        self.id = id; self.status = status; self.ts = ts; self.reason = reason; self.durable = durable
+    public init(id: String?, status: Status, ts: Int64, reason: String? = nil, durable: Bool? = nil, kind: String? = nil) {
+        self.id = id; self.status = status; self.ts = ts; self.reason = reason; self.durable = durable; self.kind = kind
     }
 
     /// The receipt's JSON, keys in a fixed order:
@@ -56,6 +59,7 @@ public struct Receipt: Sendable, Equatable {
     public var json: String {
         var o = JSONObject()
         o.add("id", ifPresent: id)
+        o.add("kind", ifPresent: kind)
         o.add("status", status.rawValue)
         o.add("ts", ts)
         o.add("reason", ifPresent: reason)

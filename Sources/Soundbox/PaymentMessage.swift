@@ -15,7 +15,7 @@
 public enum PaymentMessage {
     public static let maxBytes = 4096
     /// The fields read; the others are validated as JSON, then ignored.
-    static let fields = ["id", "amount", "amount_minor", "currency", "channel", "ts", "lang"]
+    static let fields = ["id", "amount", "amount_minor", "currency", "channel", "ts", "lang"] + Signature.envelopeFields
     /// Latest accepted `ts`: 2100-01-01T00:00:00Z.
     public static let maxTimestamp: Int64 = 4_102_444_800
     /// The reason (DESIGN §2) a payment that arrives with the retain flag is
@@ -26,6 +26,12 @@ public enum PaymentMessage {
     /// the payment's id when one could be read (a string of 1–64 printable ASCII),
     /// so the backend can match the rejected receipt.
     public static func parse(_ bytes: [UInt8], maxAmount: Amount) -> Result<Payment, PaymentRejection> {
+        parseKeepingDocument(bytes, maxAmount: maxAmount).map(\.payment)
+    }
+
+    /// Like `parse(_:maxAmount:)`, with the document (its known members) for
+    /// the signature check.
+    public static func parseKeepingDocument(_ bytes: [UInt8], maxAmount: Amount) -> Result<(payment: Payment, document: JSONValue), PaymentRejection> {
         guard bytes.count <= maxBytes else {
             return .failure(PaymentRejection(id: nil, reason: "payload is \(bytes.count) bytes, more than \(maxBytes)"))
         }
@@ -33,7 +39,7 @@ public enum PaymentMessage {
         do { document = try JSONValue.parse(bytes, maxDepth: 16, keeping: fields) } catch {
             return .failure(PaymentRejection(id: nil, reason: "not valid JSON: \(error)"))
         }
-        return parse(document, maxAmount: maxAmount)
+        return parse(document, maxAmount: maxAmount).map { ($0, document) }
     }
 
     /// The payment in an already parsed document (e.g. a `say` command, which

@@ -3,29 +3,22 @@
 public enum RemoteConfig {
     /// A partial config object as `key → value` text. Keys may be dotted
     /// ({"audio.volume": 8}) or nested ({"audio": {"volume": 8}}); values are
-    /// strings, numbers (their exact text) or booleans. Validation of keys
-    /// and values is the settings' job.
-    public static func changes(_ bytes: [UInt8]) -> Result<[String: String], RemoteMessageError> {
-        guard bytes.count <= PaymentMessage.maxBytes else { return .failure(.init("config is \(bytes.count) bytes, more than \(PaymentMessage.maxBytes)")) }
-        let value: JSONValue
-        do { value = try JSONValue.parse(bytes, maxDepth: 4) } catch { return .failure(.init("not valid JSON: \(error)")) }
-        guard case .object(let members) = value else { return .failure(.init("config must be a JSON object")) }
-        var out: [String: String] = [:]
-        func walk(_ members: [(String, JSONValue)], _ prefix: String) -> RemoteMessageError? {
-            for (k, v) in members {
-                let key = prefix.isEmpty ? k : prefix + "." + k
-                switch v {
-                case .object(let inner): if let e = walk(inner, key) { return e }
-                case .string(let s): out[key] = s
-                case .number(let n): out[key] = n
-                case .bool(let b): out[key] = b ? "true" : "false"
-                case .array, .null: return .init("\(key) must be a string, a number or a boolean, not \(v.kindDescription)")
-                }
-            }
-            return nil
+    /// strings, numbers (their exact text) or booleans. The signature's
+    /// members (`sig`, `kid`, `ts`, ...) are not settings. Validation of
+    /// keys and values is the settings' job.
+    public static func changes(_ document: JSONValue) -> Result<[String: String], RemoteMessageError> {
+        guard case .object = document else { return .failure(.init("config must be a JSON object")) }
+        return Signature.flatten(document, excluding: Signature.envelopeFields).map { pairs in
+            Dictionary(pairs, uniquingKeysWith: { _, last in last })
         }
-        if let e = walk(members, "") { return .failure(e) }
-        return .success(out)
+    }
+}
+
+/// A config or cmd message's JSON, at most `PaymentMessage.maxBytes`.
+public enum RemoteMessage {
+    public static func document(_ bytes: [UInt8], what: String, maxDepth: Int = 16) -> Result<JSONValue, RemoteMessageError> {
+        guard bytes.count <= PaymentMessage.maxBytes else { return .failure(.init("\(what) is \(bytes.count) bytes, more than \(PaymentMessage.maxBytes)")) }
+        do { return .success(try JSONValue.parse(bytes, maxDepth: maxDepth)) } catch { return .failure(.init("not valid JSON: \(error)")) }
     }
 }
 
@@ -41,9 +34,10 @@ public enum RemoteCommand: Sendable, Equatable {
     case test
 
     public static func parse(_ bytes: [UInt8], maxAmount: Amount, now: Int64) -> Result<RemoteCommand, RemoteMessageError> {
-        guard bytes.count <= PaymentMessage.maxBytes else { return .failure(.init("cmd is \(bytes.count) bytes, more than \(PaymentMessage.maxBytes)")) }
-        let value: JSONValue
-        do { value = try JSONValue.parse(bytes) } catch { return .failure(.init("not valid JSON: \(error)")) }
+        RemoteMessage.document(bytes, what: "cmd").flatMap { parse($0, maxAmount: maxAmount, now: now) }
+    }
+
+    public static func parse(_ value: JSONValue, maxAmount: Amount, now: Int64) -> Result<RemoteCommand, RemoteMessageError> {
         guard case .string(let name)? = value["cmd"] else { return .failure(.init("cmd must be a string naming the command")) }
         switch name {
         case "replay":

@@ -36,6 +36,11 @@ enum Schema {
         """
         CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
         """,
+        // v3. `nonces`: the nonces of signed commands seen within the
+        // retention window (docs/signing.md), so a replayed one is refused.
+        """
+        CREATE TABLE nonces (nonce TEXT PRIMARY KEY, seen_at INTEGER NOT NULL) WITHOUT ROWID;
+        """,
     ]
     /// The version this program writes.
     static var version: Int { migrations.count }

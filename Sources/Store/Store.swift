@@ -328,6 +328,20 @@ public final class Store: Sendable {
         }
     }
 
+    /// Records a signed command's nonce: true the first time it is seen
+    /// since `since` (ms), false for a replay.
+    public func useNonce(_ nonce: String, now: Int64, since: Int64) throws(StoreError) -> Bool {
+        try locked { c throws(StoreError) in
+            try c.transaction { () throws(StoreError) -> Bool in
+                if let seen = try c.rows("SELECT seen_at FROM nonces WHERE nonce = ?", nonce, row: { $0.int64(0) }).first, seen >= since {
+                    return false
+                }
+                try c.run("INSERT OR REPLACE INTO nonces (nonce, seen_at) VALUES (?, ?)", nonce, now)
+                return true
+            }
+        }
+    }
+
     /// A payment decided while storage failed, to be written through.
     public struct Adopted: Sendable, Equatable {
         public var payment: Payment
@@ -382,6 +396,7 @@ public final class Store: Sendable {
                     """, before, Int64(keep))
                 let deleted = c.changes
                 try c.run("DELETE FROM dedup WHERE accepted_at < ?", dedupBefore)
+                try c.run("DELETE FROM nonces WHERE seen_at < ?", dedupBefore)
                 return deleted
             }
         }

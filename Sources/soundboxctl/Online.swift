@@ -15,7 +15,7 @@ enum OnlineCommand: String {
     var options: Set<String> {
         switch self {
         case .history: ["--limit"]
-        case .say: ["--lang", "--channel", "--id"]
+        case .say: ["--lang", "--id"]
         case .wait: ["--timeout"]
         default: []
         }
@@ -82,7 +82,7 @@ func request(for command: OnlineCommand, _ args: Arguments) throws(Failure) -> (
         let amount = try parseAmount(args)
         if let id = args.options["--id"], let problem = Payment.problem(withID: id) { throw usageError("--id: \(problem)") }
         var request = [name, amount.description]
-        for option in ["--lang", "--channel", "--id"] {
+        for option in ["--lang", "--id"] {
             if let value = args.options[option] { request += [option, value] }
         }
         return (request, replyTimeout)

@@ -15,8 +15,9 @@ let usage = """
       history [--limit N]
                       recent payments, newest first (N 1-1000, default 20)
       replay [ID]     speak a payment again (default: the last one)
-      say AMOUNT [--lang L] [--channel C] [--id ID]
-                      announce an amount through the daemon's queue, like a payment
+      say AMOUNT [--lang L] [--id ID]
+                      announce an amount through the daemon's queue; it opens
+                      with the test words (测试 / "test"), never a payment's
       volume [N|up|down]
                       show or set the volume (0-10; kept across restarts)
       config get [KEY]
@@ -40,6 +41,12 @@ let usage = """
                       with neither, play it on the configured audio.output
       voice check DIR check a voice pack: manifest, every clip decodes, nothing missing
       config keys     every setting: default, allowed values, who may change it
+      key id FILE     the id of an Ed25519 key (PEM, public or private): what a
+                      signed message names in "kid"
+      sign --key PRIVATE [--kind payment|cmd|config] [--device ID] PAYLOAD
+                      sign a message as a backend must for payment.signing =
+                      required (docs/signing.md): adds kid, ts, nonce (cmd) and
+                      sig, prints the message; PAYLOAD is JSON, or - for stdin
 
     Options:
       --json          machine-readable output on stdout
@@ -70,7 +77,7 @@ struct Arguments {
     var flags: Set<String> = []
 
     static let valued: Set<String> = ["--lang", "--channel", "--volume", "-o", "--output", "--device", "--voices", "--config",
-                                      "--socket", "--limit", "--id", "--timeout"]
+                                      "--socket", "--limit", "--id", "--timeout", "--key", "--kind", "--device"]
     static let boolean: Set<String> = ["--json", "-h", "--help", "--version"]
     /// Options every command accepts.
     static let global: Set<String> = ["--json", "--help", "--version", "--config", "--voices", "--socket"]
@@ -266,6 +273,8 @@ func run(_ args: Arguments) throws(Failure) {
     case "render": try render(rest, out)
     case "voice": try voice(rest, out)
     case "config" where rest.positional == ["keys"]: configKeys(out)
+    case "key": try keyCommand(rest, out)
+    case "sign": try signCommand(rest, out)
     case "help": print(usage)
     default:
         guard let online = OnlineCommand(rawValue: command) else { throw usageError("unknown command '\(command)' (see --help)") }

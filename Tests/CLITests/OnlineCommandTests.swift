@@ -63,7 +63,7 @@ import Testing
         ["config", "set", "onlyonearg"], ["config"], ["config", "get", "a", "b"], ["config", "frob", "x"],
         ["say"], ["say", "1", "2"], ["say", "1", "--id", "has space"], ["say", "1", "--limit", "3"],
         ["status", "now"], ["status", "--limit", "3"], ["queue", "--lang", "en-IN"], ["replay", "a", "b"],
-        ["wait", "--timeout", "0"], ["wait", "--timeout", "1.5"], ["say", "1", "--channel", "two\nlines"],
+        ["wait", "--timeout", "0"], ["wait", "--timeout", "1.5"], ["say", "1", "--id", "two\nlines"], ["say", "1", "--channel", "alipay"],
         ["config", "set", "audio.device", String(repeating: "x", count: 4096)],
     ])
     func usageErrorsExitTwo(_ args: [String]) throws {
@@ -86,7 +86,7 @@ import Testing
     @Test func helpListsTheOnlineCommands() throws {
         let r = try Ctl("--help")
         for word in ["Online commands", "status", "queue", "history [--limit N]", "replay [ID]",
-                     "say AMOUNT [--lang L] [--channel C] [--id ID]", "volume [N|up|down]", "config get [KEY]",
+                     "say AMOUNT [--lang L] [--id ID]", "volume [N|up|down]", "config get [KEY]",
                      "config set KEY VALUE", "test-audio", "doctor", "wait [--timeout S]", "--socket PATH",
                      "SOUNDBOX_SOCKET", "/run/soundbox/control.sock"] {
             #expect(r.stdout.contains(word), "\(word)")
@@ -270,9 +270,9 @@ import Testing
 
     /// The request is quoted as the protocol says; `rejected` exits 1, `duplicate` 0.
     @Test func say() throws {
-        let (r, request) = try exchange(["say", "0.5", "--lang", "en-IN", "--channel", "my \"shop\"", "--id", "T1"],
+        let (r, request) = try exchange(["say", "0.5", "--lang", "en-IN", "--id", "T1"],
                                         reply: "id: T1\nstatus: rejected\nreason: amount above payment.max_amount\nOK\n")
-        #expect(request == #"say 0.50 --lang en-IN --channel "my \"shop\"" --id T1"#)
+        #expect(request == "say 0.50 --lang en-IN --id T1")
         #expect(r.status == 1)
         #expect(r.stdout == "id:     T1\nstatus: rejected\nreason: amount above payment.max_amount\n")
 

@@ -47,7 +47,7 @@ struct CtlRun {
         #expect(j["output"] as? String == "null")
         #expect(j["receipts_pending"] as? Int == 0)
 
-        (rc, j) = try ctl("say", "120000.50", "--channel", "alipay", "--id", "J1")
+        (rc, j) = try ctl("say", "120000.50", "--id", "J1")
         #expect(rc == 0 && j["status"] as? String == "queued" && j["durable"] as? Bool == true)
         (rc, j) = try ctl("say", "120000.50", "--id", "J1")
         #expect(rc == 0 && j["status"] as? String == "duplicate")
