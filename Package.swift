@@ -50,10 +50,10 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/Support"),
         .testTarget(name: "SoundboxTests", dependencies: ["Soundbox", "TestSupport"]),
         .testTarget(name: "AudioTests", dependencies: ["Soundbox", "SoundboxAudio", "TestSupport"]),
-        .testTarget(name: "CLITests", dependencies: ["Soundbox", "soundboxctl", "TestSupport"]),
+        .testTarget(name: "CLITests", dependencies: ["Soundbox", "SoundboxCrypto", "soundboxctl", "TestSupport"]),
         .testTarget(name: "StoreTests", dependencies: ["Soundbox", "SoundboxStore"]),
         .testTarget(name: "SigningTests", dependencies: ["Soundbox", "SoundboxCrypto", "TestSupport"]),
-        .testTarget(name: "DaemonTests", dependencies: ["Soundbox", "SoundboxStore", "SoundboxControl", "MQTTBridge", "TestSupport", "soundboxd", "soundboxctl"]),
+        .testTarget(name: "DaemonTests", dependencies: ["Soundbox", "SoundboxStore", "SoundboxControl", "MQTTBridge", "TestSupport", "SoundboxCrypto", "soundboxd", "soundboxctl"]),
     ],
     swiftLanguageModes: [.v6]
 )

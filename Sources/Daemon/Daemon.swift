@@ -29,7 +29,8 @@ public enum Daemon {
 
         One soundboxd per state.dir: a second one exits at once (status 1).
         Signals: SIGTERM/SIGINT stop (within 2 s), SIGHUP re-reads the settings file
-        (keys that only take effect at start are logged as needing a restart).
+        (keys that only take effect at start are logged as needing a restart) and
+        the signing keys (payment.keys; docs/signing.md).
         Exit status: 0 stopped, 1 failed to start, 2 usage, 78 invalid configuration.
         """
 

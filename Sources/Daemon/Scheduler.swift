@@ -209,6 +209,7 @@ final class Scheduler: Service, @unchecked Sendable {
         }
         if let missing = reader.missing { voices.noteMissing(missing) }
         let clips = voices.pack(reader.pack, from: bank)?.grammar.announcement(p.amount, channel: p.channel) ?? ["?"]
+        log.debug("clips", ["id": p.id, "pack": reader.pack, "clips": clips.joined(separator: " ")])
         return play(clips, lang: reader.pack, volume: volume, mutable: mutable)
     }
 

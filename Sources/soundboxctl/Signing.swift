@@ -32,11 +32,11 @@ func keyCommand(_ args: Arguments, _ out: Output) throws(Failure) {
     let path = args.positional[1]
     let text = try readKeyFile(path)
     let key: Ed25519PublicKey, type: String
-    if let k = try? Ed25519PublicKey(pem: text) {
-        key = k; type = "public"
-    } else {
+    do { key = try Ed25519PublicKey(pem: text); type = "public" } catch let publicError {
         do { key = try Ed25519PrivateKey(pem: text).publicKey; type = "private" } catch {
-            throw failure("\(path): \(error)", code: "key")
+            // A public key of another algorithm (RSA): say so, not why it is no private key.
+            let why = "\(publicError)".hasPrefix("not an Ed25519 key") ? "\(publicError)" : "\(error)"
+            throw failure("\(path): \(why)", code: "key")
         }
     }
     struct KeyID: Encodable { var id: String; var file: String; var type: String }
@@ -50,59 +50,36 @@ func signCommand(_ args: Arguments, _ out: Output) throws(Failure) {
     guard let keyPath = args.options["--key"] else { throw usageError("sign needs --key PRIVATE (an Ed25519 private key, PEM)") }
     guard args.positional.count == 1 else { throw usageError("usage: sign --key PRIVATE [--kind payment|cmd|config] [--device ID] PAYLOAD (JSON, or - for standard input)") }
     let key: Ed25519PrivateKey
-    do { key = try Ed25519PrivateKey(pem: try readKeyFile(keyPath)) } catch let e as Failure { throw e } catch {
+    let keyText = try readKeyFile(keyPath)
+    do { key = try Ed25519PrivateKey(pem: keyText) } catch {
+        if (try? Ed25519PublicKey(pem: keyText)) != nil {
+            throw failure("\(keyPath): a public key; sign needs the private one (-----BEGIN PRIVATE KEY-----)", code: "key")
+        }
         throw failure("\(keyPath): \(error)", code: "key")
     }
     let text = args.positional[0] == "-" ? readStandardInput() : Array(args.positional[0].utf8)
-    guard case .object(var members) = try parseMessage(text) else { throw failure("PAYLOAD must be a JSON object", code: "payload") }
-    let kind: Signature.Kind
+    let document = try parseMessage(text)
+    var kind: Signature.Kind?
     if let k = args.options["--kind"] {
         guard let known = Signature.Kind(rawValue: k) else { throw usageError("--kind must be payment, cmd or config, not '\(k)'") }
         kind = known
-    } else {
-        let keys = Set(members.map(\.0))
-        kind = keys.contains("cmd") ? .cmd : keys.contains("amount") || keys.contains("amount_minor") ? .payment : .config
     }
     let device: String
     if let d = args.options["--device"] { device = d }
-    else if case .string(let d)? = Message.object(members)["device"] { device = d }
+    else if case .string(let d)? = document["device"] { device = d }
     else {
         let settings = try config(args)
         device = settings[.deviceID].isEmpty ? localHostname() : settings[.deviceID]
     }
-    members.removeAll { $0.0 == "sig" || $0.0 == "kid" }
-    members.append(("kid", .string(key.publicKey.id)))
-    if !members.contains(where: { $0.0 == "ts" }) { members.append(("ts", .number(String(time(nil))))) }
-    if kind == .cmd && !members.contains(where: { $0.0 == "nonce" }) { members.append(("nonce", .string(randomNonce()))) }
-    let document = Message.object(members)
-    let content: [(String, String)]
-    switch kind {
-    case .payment:
-        switch PaymentMessage.parse(document, maxAmount: .wordsMax) {
-        case .success(let p): content = Signature.paymentContent(p, document: document)
-        case .failure(let r): throw failure("not a payment a device takes: \(r.reason)", code: "payload")
-        }
-    case .cmd, .config:
-        switch Signature.content(document) {
-        case .success(let c): content = c
-        case .failure(let p): throw failure(p.description, code: "payload")
-        }
+    switch Signature.sign(document, kind: kind, device: device, kid: key.publicKey.id, now: Int64(time(nil)),
+                          nonce: randomNonce, sign: key.sign) {
+    case .failure(let p): throw failure(p.detail ?? p.description, code: "payload")
+    case .success(let signed):
+        struct Signed: Encodable { var kind: String; var device: String; var kid: String; var canonical: String; var message: String }
+        let message = signed.message.text
+        out.emit(Signed(kind: signed.kind.rawValue, device: device, kid: key.publicKey.id,
+                        canonical: String(decoding: signed.canonical, as: UTF8.self), message: message), text: message)
     }
-    let envelope: Signature.Envelope
-    switch Signature.envelope(.object(members + [("sig", .string(String(repeating: "A", count: 86) + "=="))]), kind: kind, device: device) {
-    case .success(let e): envelope = e
-    case .failure(let p): throw failure(p.description, code: "payload")
-    }
-    let canonical: [UInt8]
-    switch Signature.canonical(kind: kind, device: device, envelope: envelope, content: content) {
-    case .success(let bytes): canonical = bytes
-    case .failure(let p): throw failure(p.description, code: "payload")
-    }
-    members.append(("sig", .string(Base64.encode(key.sign(canonical)))))
-    let message = Message.object(members).text
-    struct Signed: Encodable { var kind: String; var device: String; var kid: String; var canonical: String; var message: String }
-    out.emit(Signed(kind: kind.rawValue, device: device, kid: key.publicKey.id, canonical: String(decoding: canonical, as: UTF8.self),
-                    message: message), text: message)
 }
 
 func parseMessage(_ bytes: [UInt8]) throws(Failure) -> Message {

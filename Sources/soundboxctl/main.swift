@@ -56,7 +56,8 @@ let usage = """
       --socket PATH   soundboxd's control socket (default: $SOUNDBOX_SOCKET, else
                       control.socket, else /run/soundbox/control.sock)
       --lang L        voice pack / language (default voice.lang: zh-CN); zh-CN, en-IN
-      --channel C     alipay, wechat or other (picks the opening words)
+      --channel C     alipay, wechat or other (picks the opening words); local: the
+                      test words a `say` opens with
       --volume N      0-10 (default audio.volume: 6)
       -h, --help      this help;  --version  the version
 
@@ -178,7 +179,10 @@ func grammar(_ args: Arguments) throws(Failure) -> any Grammar {
     }
 }
 
-func channel(_ args: Arguments) -> Channel { Channel(name: args.options["--channel"]) }
+/// A payment's channels, and `local` (how `say` opens).
+func channel(_ args: Arguments) -> Channel {
+    args.options["--channel"].flatMap { Channel(rawValue: $0.lowercased()) } ?? Channel(name: args.options["--channel"])
+}
 
 struct WordsResult: Encodable { var amount: String; var minor_units: Int64; var lang: String; var clips: [String] }
 

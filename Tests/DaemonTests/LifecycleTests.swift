@@ -184,7 +184,7 @@ import TestSupport
         #expect(try daemon.request("idle", "30").ack == nil)
         #expect(try daemon.request("status")["volume"] == "1")
         #expect(daemon.stop().0 == 0)
-        let render = try CtlRun(daemon, ["--voices", Build.root + "/voices", "render", "42.10", "-o", reference, "--volume", "8"])
+        let render = try CtlRun(daemon, ["--voices", Build.root + "/voices", "render", "42.10", "-o", reference, "--volume", "8", "--channel", "local"])
         #expect(render.status == 0)
         let spoken = try Data(contentsOf: URL(fileURLWithPath: wav)), expected = try Data(contentsOf: URL(fileURLWithPath: reference))
         #expect(spoken.count > 44 && spoken == expected)

@@ -1,95 +1,136 @@
 import Foundation
 import MQTTBridge
 
-/// Publish → first PCM frame to ALSA (the `null` PCM), over a loopback
-/// mosquitto, one payment at a time; then a backlog of 5,000 published
-/// while soundboxd is down, timed from its start until all are durable
-/// (their `queued` receipts have reached the backend).
-func mqttBench(voices: String) throws {
-    let dir = "/tmp/sbx-mqtt-bench-\(getpid())"
-    try FileManager.default.createDirectory(atPath: dir + "/state", withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(atPath: dir) }
-
-    // A loopback broker of our own.
+/// A loopback mosquitto of our own and the release soundboxd against it
+/// (ALSA output on the `null` PCM, debug log for the audio_start lines).
+final class BenchRig {
+    let dir: String
     let port = Int.random(in: 20000...60000)
-    try """
-        listener \(port) 127.0.0.1
-        allow_anonymous true
-        persistence false
-        set_tcp_nodelay true
-        max_queued_messages 100000
-        user root
-        """.write(toFile: dir + "/mosquitto.conf", atomically: true, encoding: .utf8)
-    let broker = Process()
-    broker.executableURL = URL(fileURLWithPath: "/usr/sbin/mosquitto")
-    broker.arguments = ["-c", dir + "/mosquitto.conf"]
-    broker.standardError = FileHandle.nullDevice
-    try broker.run()
-    defer { broker.terminate(); broker.waitUntilExit() }
+    private let broker = Process()
+    private var logNumber = 0
+    private(set) var daemon: Process?
+    private(set) var log = ""
+    let backend: BenchBackend
 
-    try """
-        state.dir = \(dir)/state
-        control.socket = \(dir)/control.sock
-        voice.dir = \(voices)
-        audio.output = alsa
-        audio.device = null
-        log.level = debug
-        device.id = bench
-        mqtt.host = 127.0.0.1
-        mqtt.port = \(port)
-        mqtt.link_prompts = false
-        """.write(toFile: dir + "/soundbox.conf", atomically: true, encoding: .utf8)
-    var logNumber = 0
-    func startDaemon() throws -> (Process, String) {
+    private let voices: String
+
+    init(name: String, voices: String, extraConfig: String = "") throws {
+        self.voices = voices
+        dir = "/tmp/sbx-\(name)-bench-\(getpid())"
+        try FileManager.default.createDirectory(atPath: dir + "/state", withIntermediateDirectories: true)
+        try """
+            listener \(port) 127.0.0.1
+            allow_anonymous true
+            persistence false
+            set_tcp_nodelay true
+            max_queued_messages 100000
+            user root
+            """.write(toFile: dir + "/mosquitto.conf", atomically: true, encoding: .utf8)
+        broker.executableURL = URL(fileURLWithPath: "/usr/sbin/mosquitto")
+        broker.arguments = ["-c", dir + "/mosquitto.conf"]
+        broker.standardError = FileHandle.nullDevice
+        try broker.run()
+        backend = try BenchBackend(port: port, device: "bench")
+        try configure(extraConfig)
+    }
+
+    deinit {
+        stopDaemon()
+        broker.terminate(); broker.waitUntilExit()
+        try? FileManager.default.removeItem(atPath: dir)
+    }
+
+    /// The daemon's settings file (read at its next start).
+    func configure(_ extra: String) throws {
+        try """
+            state.dir = \(dir)/state
+            control.socket = \(dir)/control.sock
+            voice.dir = \(voices)
+            audio.output = alsa
+            audio.device = null
+            log.level = debug
+            device.id = bench
+            mqtt.host = 127.0.0.1
+            mqtt.port = \(port)
+            mqtt.link_prompts = false
+            \(extra)
+            """.write(toFile: dir + "/soundbox.conf", atomically: true, encoding: .utf8)
+    }
+
+    /// Starts soundboxd (a fresh log) and waits until the backend sees it online.
+    func startDaemon(waitOnline: Bool = true) throws {
         logNumber += 1
-        let log = "\(dir)/soundboxd-\(logNumber).log"
+        log = "\(dir)/soundboxd-\(logNumber).log"
         _ = FileManager.default.createFile(atPath: log, contents: nil)
         let p = Process()
         p.executableURL = URL(fileURLWithPath: binDir + "/soundboxd")
         p.arguments = ["--config", dir + "/soundbox.conf"]
         p.standardError = FileHandle(forWritingAtPath: log)
         try p.run()
-        return (p, log)
+        daemon = p
+        if waitOnline { guard backend.wait(timeout: 30, { $0.online }) else { throw BenchError("soundboxd did not come online") } }
     }
 
-    let backend = try BenchBackend(port: port, device: "bench")
-    var (daemon, log) = try startDaemon()
-    guard backend.wait(timeout: 30, { $0.online }) else { throw BenchError("soundboxd did not come online") }
-
-    // 1. Latency, one payment at a time.
-    let n = 1000
-    var sentAt: [String: Int64] = [:]
-    for i in 0..<n {
-        let id = "L\(i)"
-        sentAt[id] = nowUs()
-        try backend.pay(id: id, amount: "\(i % 900 + 1).\(i % 10)0")
-        guard backend.wait(timeout: 30, { $0.played.contains(id) }) else { throw BenchError("no played receipt for \(id)") }
+    func stopDaemon() {
+        guard let p = daemon, p.isRunning else { return }
+        p.terminate(); p.waitUntilExit()
+        backend.wait(timeout: 5) { !$0.online }
     }
-    var latencies: [Double] = []
-    var lastID: String?
-    for line in (try String(contentsOfFile: log, encoding: .utf8)).split(separator: "\n") {
-        // <7>queue: speaking id=L12 ... then <7>queue: audio_start t_us=...
-        if line.contains("queue: speaking id=L") { lastID = line.split(separator: " ")[2].dropFirst(3).description }
-        if line.contains("audio_start"), let id = lastID, let t0 = sentAt[id],
-           let t = line.split(separator: " ").first(where: { $0.hasPrefix("t_us=") }).flatMap({ Int64($0.dropFirst(5)) }) {
-            latencies.append(Double(t - t0) / 1000)
-            lastID = nil
+
+    /// Publish → first PCM frame to ALSA, one payment at a time: `n`
+    /// payments named PREFIX0…, each message made by `message(id, amount)`.
+    /// Sorted latencies in ms.
+    func latencies(_ n: Int, prefix: String, message: (String, String) -> String) throws -> [Double] {
+        var sentAt: [String: Int64] = [:]
+        for i in 0..<n {
+            let id = "\(prefix)\(i)"
+            let payload = message(id, "\(i % 900 + 1).\(i % 10)0")
+            sentAt[id] = nowUs()
+            try backend.publish(backend.topics.payment, payload)
+            guard backend.wait(timeout: 30, { $0.played.contains(id) }) else { throw BenchError("no played receipt for \(id)") }
         }
+        var latencies: [Double] = []
+        var lastID: String?
+        for line in (try String(contentsOfFile: log, encoding: .utf8)).split(separator: "\n") {
+            // <7>queue: speaking id=L12 ... then <7>queue: audio_start t_us=...
+            if line.contains("queue: speaking id=\(prefix)") { lastID = line.split(separator: " ")[2].dropFirst(3).description }
+            if line.contains("audio_start"), let id = lastID, let t0 = sentAt[id],
+               let t = line.split(separator: " ").first(where: { $0.hasPrefix("t_us=") }).flatMap({ Int64($0.dropFirst(5)) }) {
+                latencies.append(Double(t - t0) / 1000)
+                lastID = nil
+            }
+        }
+        return latencies.sorted()
     }
-    latencies.sort()
+}
+
+/// "p50 0.87 ms, p99 1.35 ms, max 2.34 ms" of sorted latencies in ms.
+func percentiles(_ sorted: [Double]) -> String {
+    func pct(_ p: Double) -> String { String(format: "%.2f ms", sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))]) }
+    return "p50 \(pct(0.5)), p99 \(pct(0.99)), max \(pct(1))"
+}
+
+/// Publish → first PCM frame to ALSA (the `null` PCM), over a loopback
+/// mosquitto, one payment at a time; then a backlog of 5,000 published
+/// while soundboxd is down, timed from its start until all are durable
+/// (their `queued` receipts have reached the backend).
+func mqttBench(voices: String) throws {
+    let rig = try BenchRig(name: "mqtt", voices: voices)
+    try rig.startDaemon()
+    // 1. Latency, one payment at a time.
+    let latencies = try rig.latencies(1000, prefix: "L") { id, amount in #"{"id":"\#(id)","amount":"\#(amount)"}"# }
 
     // 2. Backlog: 5,000 while soundboxd is down (its session keeps them).
-    daemon.terminate(); daemon.waitUntilExit()
+    rig.stopDaemon()
     let backlog = (0..<5000).map { "Q\($0)" }
-    for id in backlog { try backend.pay(id: id, amount: "5.55") }
+    for id in backlog { try rig.backend.pay(id: id, amount: "5.55") }
     let t0 = nowUs()
-    (daemon, log) = try startDaemon()
-    guard backend.wait(timeout: 300, { backlog.allSatisfy($0.queued.contains) }) else { throw BenchError("backlog not durable") }
+    try rig.startDaemon(waitOnline: false)
+    guard rig.backend.wait(timeout: 300, { backlog.allSatisfy($0.queued.contains) }) else { throw BenchError("backlog not durable") }
     let drain = Double(nowUs() - t0) / 1e6
-    daemon.terminate(); daemon.waitUntilExit()
+    rig.stopDaemon()
 
-    func pct(_ p: Double) -> String { String(format: "%.2f ms", latencies[min(latencies.count - 1, Int(Double(latencies.count) * p))]) }
-    print("publish -> first PCM frame (\(latencies.count) payments): p50 \(pct(0.5)), p99 \(pct(0.99)), max \(pct(1))   (goal p50 <= 5 ms, p99 <= 20 ms)")
+    print("publish -> first PCM frame (\(latencies.count) payments): \(percentiles(latencies))   (goal p50 <= 5 ms, p99 <= 20 ms)")
     print("backlog of 5000 while offline: all durable \(String(format: "%.2f", drain)) s after start = \(Int(5000 / drain))/s   (goal >= 500/s)")
 }
 
@@ -134,8 +175,10 @@ final class BenchBackend: MQTTClientDelegate, @unchecked Sendable {
         cond.unlock()
     }
     func pay(id: String, amount: String) throws {
-        try client!.publish(topics.payment, #"{"id":"\#(id)","amount":"\#(amount)"}"#)
+        try publish(topics.payment, #"{"id":"\#(id)","amount":"\#(amount)"}"#)
     }
+    func publish(_ topic: String, _ payload: String) throws { try client!.publish(topic, payload) }
+    @discardableResult
     func wait(timeout: Double, _ done: (Seen) -> Bool) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
         cond.lock(); defer { cond.unlock() }

@@ -2,6 +2,7 @@
 //   soundbox-bench announce [VOICES_DIR]   the announce path
 //   soundbox-bench daemon [VOICES_DIR]     soundboxd: ingest rate, RSS, idle wakeups, start time
 //   soundbox-bench mqtt [VOICES_DIR]       publish → first PCM frame latency; offline backlog drain
+//   soundbox-bench signing [VOICES_DIR]    verification cost; latency with signing off and required
 import Foundation
 
 let binDir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().path
@@ -15,7 +16,8 @@ switch args.first {
 case "announce": try announceBench(voices: voices)
 case "daemon": try daemonBench(voices: voices)
 case "mqtt": try mqttBench(voices: voices)
+case "signing": try signingBench(voices: voices)
 default:
-    print("usage: soundbox-bench announce|daemon|mqtt [VOICES_DIR]")
+    print("usage: soundbox-bench announce|daemon|mqtt|signing [VOICES_DIR]")
     exit(2)
 }
