@@ -71,8 +71,11 @@ ctl() { soundboxctl "$@"; }
 connected() { ctl status 2>/dev/null | grep -q '^mqtt: *connected'; }
 until_true 60 connected || fail mqtt "soundboxd did not connect to the guest's broker over TLS within 60 s: $(ctl status 2>&1 | grep mqtt)"
 
+# The device demands signatures (payment.signing = required, the key
+# provisioned as signing.pem): every payment is signed as a backend would.
+unsigned() { echo "{\"id\":\"$1\",\"amount\":\"$2\",\"currency\":\"CNY\",\"ts\":$(date +%s)}"; }
 payment() {   # payment ID AMOUNT
-  pub -q 1 -t "$TOPIC/payment" -m "{\"id\":\"$1\",\"amount\":\"$2\",\"currency\":\"CNY\",\"ts\":$(date +%s)}"
+  pub -q 1 -t "$TOPIC/payment" -m "$(soundboxctl sign --key "$K/signing.key" --device "$DEVICE" "$(unsigned "$1" "$2")")"
 }
 
 case "$MODE" in
@@ -95,6 +98,7 @@ first)
      grep -qE '^    psk=[0-9a-f]{64}$' /etc/wpa_supplicant/wpa_supplicant.conf &&
      [ \"\$(stat -c '%U %a' /etc/wpa_supplicant/wpa_supplicant.conf)\" = 'root 600' ]"
   check provisioned_hostname "hostname $(hostname) = device id $DEVICE" test "$(hostname)" = "$DEVICE"
+  check provisioned_signing_key "/etc/soundbox/keys/signing.pem root:root 644" same signing.pem /etc/soundbox/keys/signing.pem "root:root 644"
   check no_provisioning_fault "no /etc/soundbox/provisioning.fault" test ! -e /etc/soundbox/provisioning.fault
   # -- first boot: root grown to the (test) card
   root_mb=$(df -BM --output=size / | tail -1 | tr -dc 0-9)
@@ -118,11 +122,20 @@ first)
   else
     fail payment_receipts "got: $(tr '\n' ' ' < "$OUT/receipts.txt")"
   fi
+  # An unsigned payment (anyone with publish rights could send it) is refused.
+  pub -q 1 -t "$TOPIC/payment" -m "$(unsigned FORGED-1 999.00)"
+  sub -c -i guest-check -q 1 -C 1 -W 60 -t "$TOPIC/receipt" > "$OUT/forged.txt"
+  if grep -q '"id":"FORGED-1","status":"rejected".*"reason":"signature: missing"' "$OUT/forged.txt"; then
+    pass unsigned_refused "$(cut -c1-120 "$OUT/forged.txt")"
+  else
+    fail unsigned_refused "got: $(tr '\n' ' ' < "$OUT/forged.txt")"
+  fi
   # (the host measures the captured sound: payment.raw)
   # -- doctor: everything OK but the absent GPIO chip (and the clock: no network here)
   ctl doctor > "$OUT/doctor.txt" 2>&1
   bad=$(grep -E '^(WARN|FAIL)' "$OUT/doctor.txt" | grep -vE '^(FAIL|WARN) +gpio |^WARN +clock ')
-  if [ -z "$bad" ] && grep -Eq '^OK +audio' "$OUT/doctor.txt" && grep -Eq '^OK +broker' "$OUT/doctor.txt" && grep -Eq '^OK +provisioning' "$OUT/doctor.txt"; then
+  if [ -z "$bad" ] && grep -Eq '^OK +audio' "$OUT/doctor.txt" && grep -Eq '^OK +broker' "$OUT/doctor.txt" && grep -Eq '^OK +provisioning' "$OUT/doctor.txt" &&
+     grep -Eq '^OK +signing +required; 1 key' "$OUT/doctor.txt"; then
     pass doctor "OK but: $(grep -E '^(WARN|FAIL)' "$OUT/doctor.txt" | awk '{print $1, $2}' | tr '\n' ' ')"
   else
     fail doctor "$(tr '\n' '|' < "$OUT/doctor.txt")"
@@ -174,7 +187,7 @@ first)
     else
       fail "provision_refuses_$name" "fault '$got', expected '$want...'; files: $(ls "$F" | tr '\n' ' ')"
     fi
-    rm -rf "${F:?}"/*.conf "$F"/*.crt "$F"/*.key "$F"/authorized_keys "$F"/hostname /etc/soundbox/provisioning.fault
+    rm -rf "${F:?}"/*.conf "$F"/*.crt "$F"/*.key "$F"/*.pem "$F"/authorized_keys "$F"/hostname /etc/soundbox/provisioning.fault
   }
   printf 'device.id = %s\naudio.volume = loud\n' "$DEVICE" > $F/soundbox.conf
   cp "$K/provision/authorized_keys" $F/authorized_keys
@@ -209,6 +222,15 @@ first)
   mkdir $F/soundbox.conf
   bad_case directory "soundbox/soundbox.conf: not a regular file"
   rmdir $F/soundbox.conf
+  cp "$K/tls/ca.crt" $F/signing.pem
+  bad_case signing_not_a_key "soundbox/signing.pem:1: a 'CERTIFICATE' block; expected PUBLIC KEY"
+  cp "$K/rsa.pem" $F/signing.pem
+  bad_case signing_not_ed25519 "soundbox/signing.pem: not an Ed25519 key"
+  # Signatures demanded, but no key on the card nor on the box.
+  mv /etc/soundbox/keys/signing.pem "$OUT/signing.pem.installed"
+  cp "$K/provision/soundbox.conf" $F/soundbox.conf
+  bad_case signing_without_key "soundbox/soundbox.conf:$(grep -n '^payment.signing' "$K/provision/soundbox.conf" | cut -d: -f1): payment.signing = required needs the backend's public key"
+  mv "$OUT/signing.pem.installed" /etc/soundbox/keys/signing.pem
   # Written on Windows: CRLF line ends are fine, and the file is applied.
   sed 's/$/\r/' "$K/provision/soundbox.conf" > $F/soundbox.conf
   systemctl restart soundbox-provision.service
