@@ -24,7 +24,7 @@ image_testkit_packages=(mosquitto mosquitto-clients)
 image_base() {
   local board=$1 arch=$2 key base pkgs
   pkgs="${image_base_packages[*]} $(image_board_packages "$board")"
-  key=$(echo "$device_suite $arch $pkgs | ${image_testkit_packages[*]} v1" | sha256sum | cut -c1-12)
+  key=$(echo "$device_suite $arch $pkgs | ${image_testkit_packages[*]} v2" | sha256sum | cut -c1-12)
   base=$(device_cached "base-$device_suite-$board-$arch" "$key")
   [ -d "$base" ] && { echo "$base"; return; }
   step "making the $board $arch base root filesystem (once; ~10 min for arm64 under qemu-user)"
@@ -32,8 +32,16 @@ image_base() {
   mkdir -p "$base.tmp/testkit"
   # The testkit is downloaded while apt still has its lists (before the
   # cleanup), into a folder outside the tree; only what the image lacks.
+  # The initramfs is made once, at the end: while packages are installed
+  # update-initramfs is diverted to a no-op (the kernel's postinst and the
+  # initramfs-tools trigger would each make one: under qemu-user about a
+  # minute and a half apiece).
   mmdebstrap --quiet --variant=minbase --architectures="$arch" --components="main non-free-firmware" \
     --include="$(echo "$pkgs" | tr ' ' ',')" \
+    --essential-hook='chroot "$1" dpkg-divert --quiet --local --rename --add /usr/sbin/update-initramfs' \
+    --essential-hook='printf "#!/bin/sh\n# soundbox image build: the initramfs is made once, at the end\nexit 0\n" > "$1/usr/sbin/update-initramfs"; chmod 0755 "$1/usr/sbin/update-initramfs"' \
+    --customize-hook='rm -f "$1/usr/sbin/update-initramfs"; chroot "$1" dpkg-divert --quiet --local --rename --remove /usr/sbin/update-initramfs' \
+    --customize-hook='chroot "$1" update-initramfs -c -k all' \
     --customize-hook="chroot \"\$1\" apt-get clean" \
     --customize-hook="chroot \"\$1\" apt-get install -qq -y --download-only --no-install-recommends ${image_testkit_packages[*]} >/dev/null" \
     --customize-hook="mv \"\$1\"/var/cache/apt/archives/*.deb \"$base.tmp/testkit/\"" \
