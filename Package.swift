@@ -33,7 +33,7 @@ let package = Package(
                 cSettings: [.define("_FORTIFY_SOURCE", to: "2", .when(configuration: .release))],
                 linkerSettings: [.linkedLibrary("gpiod")]),
         .target(name: "GPIO", dependencies: ["Soundbox", "CGPIOBridge"]),
-        .target(name: "SoundboxStore", dependencies: ["Soundbox", "CSQLite"], path: "Sources/Store"),
+        .target(name: "SoundboxStore", dependencies: ["Soundbox", "CSQLite", "SoundboxThreads"], path: "Sources/Store"),
         // The control socket's client: soundboxctl, tests, benchmarks.
         .target(name: "SoundboxControl", dependencies: ["Soundbox"], path: "Sources/Control"),
         // The daemon's services: ingest, scheduler, control socket, lifecycle.

@@ -21,12 +21,18 @@ public protocol AudioOutput: AnyObject {
     func play(_ samples: [Int16], format: PCMFormat, shouldStop: () -> Bool) throws(AudioError) -> PlayOutcome
     /// Underruns and suspends recovered from so far (0 for outputs without a device).
     var recoveries: Int { get }
+    /// When the last `play` handed the device its first audible sample
+    /// (Unix µs; nil for outputs without a device, or all silence): what
+    /// latency is measured to (bench/README.md), not the first write of
+    /// silence, nor when the sound leaves the speaker.
+    var firstAudibleUs: Int64? { get }
     /// Lets go of the device or file; the next `play` opens it again if needed.
     func close()
 }
 
 extension AudioOutput {
     public var recoveries: Int { 0 }
+    public var firstAudibleUs: Int64? { nil }
     public func close() {}
 }
 
@@ -69,6 +75,7 @@ public final class ALSAOutput: AudioOutput {
     private var periodFrames = 1024
     /// Underruns and suspends recovered from (snd_pcm_recover), for logs.
     public private(set) var recoveries = 0
+    public private(set) var firstAudibleUs: Int64?
 
     public init(device: String, retryDelays: [Double] = [0.25, 0.5, 1, 2]) {
         self.device = device
@@ -119,6 +126,8 @@ public final class ALSAOutput: AudioOutput {
     private func write(_ samples: [Int16], channels: Int, shouldStop: () -> Bool) throws(AudioError) -> PlayOutcome {
         guard let pcm else { return .completed }
         let frames = samples.count / channels
+        let audible = Silence.firstLoud(samples).map { $0 / channels }
+        firstAudibleUs = nil
         var done = 0
         while done < frames {
             if shouldStop() {
@@ -137,6 +146,7 @@ public final class ALSAOutput: AudioOutput {
                 recoveries += 1
                 continue
             }
+            if let audible, firstAudibleUs == nil, audible < done + Int(r) { firstAudibleUs = unixMicroseconds() }
             done += Int(r)
         }
         try check(snd_pcm_drain(pcm), "snd_pcm_drain")
@@ -201,6 +211,12 @@ public final class NullOutput: AudioOutput {
         }
         return .completed
     }
+}
+
+func unixMicroseconds() -> Int64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return Int64(ts.tv_sec) * 1_000_000 + Int64(ts.tv_nsec) / 1000
 }
 
 /// Sleeps through signals (EINTR) for the whole time.

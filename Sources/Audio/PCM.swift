@@ -37,11 +37,14 @@ enum Silence {
     /// Audio kept on each side of the first and last loud frame.
     static let marginMs = 5
 
+    /// The index of the first sample above the threshold, nil for silence.
+    static func firstLoud(_ s: [Int16]) -> Int? { s.firstIndex { abs(Int32($0)) > threshold } }
+
     /// Cuts leading and trailing silence, keeping a short margin so that
     /// soft onsets and decays are not clipped.
     static func trim(_ s: [Int16], format: PCMFormat) -> [Int16] {
         let ch = format.channels
-        guard let first = s.firstIndex(where: { abs(Int32($0)) > threshold }),
+        guard let first = firstLoud(s),
               let last = s.lastIndex(where: { abs(Int32($0)) > threshold }) else { return [] }
         let margin = format.frames(milliseconds: marginMs) * ch
         let start = max(0, (first / ch) * ch - margin)

@@ -19,8 +19,11 @@ public enum IngestResult: Sendable, Equatable {
 }
 
 /// The one entry point for payments: MQTT, `soundboxctl say` and tests.
-/// validate → dedup → durable insert → queued / duplicate / rejected.
-/// Durable when it returns `.queued(durable: true)`.
+/// validate → dedup → insert → queued / duplicate / rejected. Durable
+/// when it returns `.queued(durable: true)`; the scheduler may start
+/// speaking it as soon as it is committed, while the flush runs (a power
+/// cut before the flush ends loses it unacknowledged: the broker sends it
+/// again, and it is the one spoken at the cut).
 final class Ingest: Sendable {
     private let storage: Storage
     private let settings: Settings
@@ -49,16 +52,19 @@ final class Ingest: Sendable {
         if let missing = reader.missing { voices.noteMissing(missing) }
         let now = SystemClock.nowMs()
         let dedupSince = now - Int64(config[.queueRetentionDays]) * 86_400_000
-        switch storage.accept(payment, now: now, dedupSince: dedupSince) {
-        case .queued(let durable, let seq):
-            if durable {
-                Failpoint.hit("after_commit")
+        let accepted = storage.accept(payment, now: now, dedupSince: dedupSince) { queued in
+            if case .queued(durable: true, let seq) = queued {
                 log.info("queued", ["id": payment.id, "seq": "\(seq ?? 0)"])
             } else {
                 log.warning("queued_in_memory", ["id": payment.id])
             }
             log.debug("amount", ["id": payment.id, "amount": payment.amount.description])
             scheduler.notify()
+        }
+        switch accepted {
+        case .queued(let durable, _):
+            // Durable now (or held in memory); the PUBACK leaves when this returns.
+            if durable { Failpoint.hit("after_commit") }
             return .queued(durable: durable)
         case .duplicate(let earlier):
             log.info("duplicate", ["id": payment.id, "earlier": earlier])

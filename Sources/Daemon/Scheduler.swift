@@ -236,12 +236,12 @@ final class Scheduler: Service, @unchecked Sendable {
                     log.warning("audio_recovered", ["underruns": "\(out.recoveries - recoveredBefore)", "output": out.name])
                 }
             }
-            // For bench/: when the first frame goes to the output (Unix µs).
-            log.debug("audio_start", ["t_us": "\(SystemClock.nowUs())", "frames": "\(samples.count)"])
             let outcome = try out.play(samples, format: bank.format) { [self] in
                 beat()
                 return stopping.load(ordering: .relaxed) || (mutable && settings.muted)
             }
+            // For bench/: when the first audible sample went to the device (Unix µs).
+            if let t = out.firstAudibleUs { log.debug("audio_start", ["t_us": "\(t)", "frames": "\(samples.count)"]) }
             status.withLock { $0.audioFault = nil }
             return .success(outcome)
         } catch {

@@ -123,35 +123,58 @@ final class Storage: Sendable {
     // MARK: - Payments
 
     /// Ingest's transaction: dedup within `dedupSince` (ms), then store the
-    /// payment durably, or hold it in memory when that fails.
-    func accept(_ p: Payment, now: Int64, dedupSince: Int64) -> Accepted {
-        state.withLock { s in
+    /// payment durably, or hold it in memory when that fails. `committed`
+    /// runs once a new payment can be read (by the scheduler), with where
+    /// it is, before the flush that makes it durable, which runs without
+    /// the lock. (A duplicate's receipt is committed without a flush of its
+    /// own: `receipts` flushes it.)
+    func accept(_ p: Payment, now: Int64, dedupSince: Int64, committed: (Accepted) -> Void = { _ in }) -> Accepted {
+        let (result, written) = state.withLock { s -> (Accepted, (Store, Int)?) in
             if let store = writable(&s, now: now) {
                 do throws(StoreError) {
-                    switch try store.accept(p, now: now, dedupSince: dedupSince) {
-                    case .queued(let seq): return .queued(durable: true, seq: seq)
-                    case .duplicate(let earlier): return .duplicate(earlier: earlier.map { "seq \($0.seq) \($0.state.rawValue)" } ?? "pruned")
+                    switch try store.accept(p, now: now, dedupSince: dedupSince, flush: false) {
+                    case .queued(let seq): return (.queued(durable: true, seq: seq), (store, store.lastCommit))
+                    case .duplicate(let earlier): return (.duplicate(earlier: earlier.map { "seq \($0.seq) \($0.state.rawValue)" } ?? "pruned"), nil)
                     }
                 } catch {
                     fail(&s, error, "accept")
                 }
             }
-            // Memory: a duplicate of anything held here, or of what the database can still read.
-            if let held = s.entries.last(where: { $0.payment.id == p.id }), held.acceptedAt >= dedupSince {
-                holdReceipt(&s, Receipt(id: p.id, status: .duplicate, ts: now / 1000, durable: false))
-                return .duplicate(earlier: "in memory, \(held.state.rawValue)")
-            }
-            if let earlier = try? s.store?.entry(id: p.id), earlier.acceptedAt >= dedupSince {
-                holdReceipt(&s, Receipt(id: p.id, status: .duplicate, ts: now / 1000, durable: false))
-                return .duplicate(earlier: "seq \(earlier.seq) \(earlier.state.rawValue)")
-            }
-            let token = s.nextToken
-            s.nextToken += 1
-            s.entries.append(MemoryEntry(token: token, payment: p, acceptedAt: now, updatedAt: now, state: .queued, plays: 0, reason: nil))
-            holdReceipt(&s, Receipt(id: p.id, status: .queued, ts: now / 1000, durable: false))
-            trimFinished(&s)
-            return .queued(durable: false, seq: nil)
+            return (acceptInMemory(&s, p, now: now, dedupSince: dedupSince), nil)
         }
+        guard case .queued(_, let seq) = result else { return result }
+        committed(result)
+        guard let (store, commit) = written else { return result }
+        return flushed("accept", { () throws(StoreError) in try store.flush(upTo: commit) }) ? result : .queued(durable: false, seq: seq)
+    }
+
+    /// Runs a flush of the store without the lock: false (and a fault) if it failed.
+    private func flushed(_ what: String, _ flush: () throws(StoreError) -> Void) -> Bool {
+        do throws(StoreError) {
+            try flush()
+            return true
+        } catch {
+            state.withLock { fail(&$0, error, what) }
+            return false
+        }
+    }
+
+    private func acceptInMemory(_ s: inout State, _ p: Payment, now: Int64, dedupSince: Int64) -> Accepted {
+        // Memory: a duplicate of anything held here, or of what the database can still read.
+        if let held = s.entries.last(where: { $0.payment.id == p.id }), held.acceptedAt >= dedupSince {
+            holdReceipt(&s, Receipt(id: p.id, status: .duplicate, ts: now / 1000, durable: false))
+            return .duplicate(earlier: "in memory, \(held.state.rawValue)")
+        }
+        if let earlier = try? s.store?.entry(id: p.id), earlier.acceptedAt >= dedupSince {
+            holdReceipt(&s, Receipt(id: p.id, status: .duplicate, ts: now / 1000, durable: false))
+            return .duplicate(earlier: "seq \(earlier.seq) \(earlier.state.rawValue)")
+        }
+        let token = s.nextToken
+        s.nextToken += 1
+        s.entries.append(MemoryEntry(token: token, payment: p, acceptedAt: now, updatedAt: now, state: .queued, plays: 0, reason: nil))
+        holdReceipt(&s, Receipt(id: p.id, status: .queued, ts: now / 1000, durable: false))
+        trimFinished(&s)
+        return .queued(durable: false, seq: nil)
     }
 
     /// The payment to speak next: the oldest stored one left `playing` by a
@@ -176,13 +199,14 @@ final class Storage: Sendable {
         }
     }
 
-    /// Speaking starts: `playing`, plays + 1 (durable when it can be).
+    /// Speaking starts: `playing`, plays + 1 (committed, not flushed).
     func markPlaying(_ item: Item, now: Int64) {
         state.withLock { s in
             switch resolve(&s, item.ref) {
             case .stored(let seq):
+                // Not flushed: after a power cut an entry still `queued` is spoken again all the same.
                 guard let store = writable(&s, now: now) else { return }
-                do throws(StoreError) { try store.markPlaying(seq: seq, now: now) } catch { fail(&s, error, "markPlaying") }
+                do throws(StoreError) { try store.markPlaying(seq: seq, now: now, flush: false) } catch { fail(&s, error, "markPlaying") }
             case .memory(let token):
                 guard let i = s.entries.firstIndex(where: { $0.token == token }) else { return }
                 s.entries[i].state = .playing
@@ -192,17 +216,18 @@ final class Storage: Sendable {
         }
     }
 
-    /// The final state and its receipt. If it cannot be stored it is
+    /// The final state and its receipt, durable when this returns (the
+    /// flush without the lock). If it cannot be stored it is
     /// remembered (so the payment is not spoken again in this run), its
     /// receipt is sent from memory, and it is written when storage returns.
     func finish(_ item: Item, _ final: PaymentState, reason: String?, now: Int64) {
-        state.withLock { s in
+        let written = state.withLock { s -> (Store, Int)? in
             switch resolve(&s, item.ref) {
             case .stored(let seq):
                 if let store = writable(&s, now: now) {
                     do throws(StoreError) {
-                        try store.finish(seq: seq, state: final, reason: reason, now: now)
-                        return
+                        try store.finish(seq: seq, state: final, reason: reason, now: now, flush: false)
+                        return (store, store.lastCommit)
                     } catch {
                         fail(&s, error, "finish")
                     }
@@ -211,7 +236,7 @@ final class Storage: Sendable {
                 holdReceipt(&s, Receipt(id: item.payment.id, status: Receipt.Status(rawValue: final.rawValue)!, ts: now / 1000,
                                         reason: reason, durable: false))
             case .memory(let token):
-                guard let i = s.entries.firstIndex(where: { $0.token == token }) else { return }
+                guard let i = s.entries.firstIndex(where: { $0.token == token }) else { return nil }
                 s.entries[i].state = final
                 s.entries[i].reason = reason
                 s.entries[i].updatedAt = now
@@ -219,14 +244,18 @@ final class Storage: Sendable {
                                         reason: reason, durable: false))
                 trimFinished(&s)
             }
+            return nil
         }
+        // Before the next payment starts: a power cut then repeats only that one.
+        if let (store, commit) = written { _ = flushed("finish", { () throws(StoreError) in try store.flush(upTo: commit) }) }
     }
 
     /// A receipt that belongs to no state change (e.g. `rejected`).
     func recordReceipt(_ receipt: Receipt, now: Int64) {
         state.withLock { s in
             if let store = writable(&s, now: now) {
-                do throws(StoreError) { try store.appendReceipt(receipt, now: now); return } catch { fail(&s, error, "appendReceipt") }
+                // Not flushed: the next payment's flush carries it.
+                do throws(StoreError) { try store.appendReceipt(receipt, now: now, flush: false); return } catch { fail(&s, error, "appendReceipt") }
             }
             var r = receipt
             r.durable = r.status == .rejected ? nil : false
@@ -286,7 +315,7 @@ final class Storage: Sendable {
     func prune(before: Int64, keep: Int, dedupBefore: Int64) throws(StoreError) -> Int {
         let result: Result<Int, StoreError> = state.withLock { s in
             guard let store = writable(&s, now: SystemClock.nowMs()) else { return .success(0) }
-            do throws(StoreError) { return .success(try store.prune(before: before, keep: keep, dedupBefore: dedupBefore)) } catch { return .failure(error) }
+            do throws(StoreError) { return .success(try store.prune(before: before, keep: keep, dedupBefore: dedupBefore, flush: false)) } catch { return .failure(error) }
         }
         return try result.get()
     }
@@ -295,14 +324,19 @@ final class Storage: Sendable {
 
     /// Receipts to publish, oldest first: those held in memory, then the
     /// outbox's, at most `limit`, skipping what `skip` says is in flight.
+    /// Only durable outbox rows: a receipt committed without a flush of its
+    /// own (`rejected`, `duplicate`) is flushed here first, without the
+    /// lock, in one flush for all waiting (or the end of one under way).
     func receipts(limit: Int, skip: (ReceiptRef) -> Bool) -> [(ref: ReceiptRef, json: String)] {
-        state.withLock { s in
+        if let store = state.withLock({ $0.store }), store.receiptsWaitForFlush { _ = flushed("flush receipts", store.flushReceipts) }
+        return state.withLock { s in
             var out: [(ReceiptRef, String)] = []
             for (token, r) in s.receipts where out.count < limit && !skip(.memory(token)) { out.append((.memory(token), r.json)) }
             guard out.count < limit, let store = s.store else { return out }
             do throws(StoreError) {
                 // Enough rows to find `limit` new ones past those in flight or acknowledged.
-                for item in try store.outbox(limit: limit + 64) where out.count < limit && !skip(.outbox(item.n)) {
+                let durable = store.durableOutbox
+                for item in try store.outbox(limit: limit + 64) where item.n <= durable && out.count < limit && !skip(.outbox(item.n)) {
                     out.append((.outbox(item.n), item.payload))
                 }
             } catch {
@@ -329,7 +363,8 @@ final class Storage: Sendable {
             }
             if !rows.isEmpty, let store = writable(&s, now: now) {
                 do throws(StoreError) {
-                    try store.deleteOutbox(rows)
+                    // Not flushed: a receipt whose deletion a power cut undoes is sent again (at least once).
+                    try store.deleteOutbox(rows, flush: false)
                     done += rows.map { .outbox($0) }
                 } catch {
                     fail(&s, error, "deleteOutbox")

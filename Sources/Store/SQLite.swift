@@ -1,4 +1,6 @@
 import CSQLite
+import Glibc
+import SoundboxThreads
 
 /// A failed SQLite call: which call, its extended result code and what
 /// `sqlite3_errmsg` said. The few checks that are not one C call (the schema
@@ -42,9 +44,10 @@ final class Connection {
     let db: OpaquePointer
 
     /// - Parameter readOnly: open `path` (a file: URI) for reading only.
-    init(path: String, readOnly: Bool = false) throws(StoreError) {
+    /// - Parameter create: create the file if it does not exist.
+    init(path: String, readOnly: Bool = false, create: Bool = true) throws(StoreError) {
         var handle: OpaquePointer?
-        let flags = (readOnly ? SQLITE_OPEN_READONLY | SQLITE_OPEN_URI : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)
+        let flags = (readOnly ? SQLITE_OPEN_READONLY | SQLITE_OPEN_URI : SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0))
             | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
         let rc = sqlite3_open_v2(path, &handle, flags, nil)
         guard rc == SQLITE_OK, let handle else {
@@ -81,8 +84,8 @@ final class Connection {
     /// Rows changed by the last INSERT, UPDATE or DELETE.
     var changes: Int { Int(sqlite3_changes(db)) }
 
-    /// Runs `body` in BEGIN IMMEDIATE ... COMMIT (durable when this returns,
-    /// with synchronous=FULL); on any error rolls back and rethrows.
+    /// Runs `body` in BEGIN IMMEDIATE ... COMMIT (committed, not yet
+    /// flushed: `Store.flush`); on any error rolls back and rethrows.
     /// IMMEDIATE takes the write lock at once, so a transaction that reads
     /// before it writes never fails half-way with SQLITE_BUSY.
     func transaction<T>(_ body: () throws(StoreError) -> T) throws(StoreError) -> T {
@@ -157,5 +160,174 @@ extension String: Bindable {
 extension Optional: Bindable where Wrapped: Bindable {
     func bind(to statement: OpaquePointer, at index: Int32) -> Int32 {
         self?.bind(to: statement, at: index) ?? sqlite3_bind_null(statement, index)
+    }
+}
+
+/// The database's -wal file, opened by us only to flush it: fdatasync on
+/// any descriptor of a file writes all of its dirty pages, whoever wrote
+/// them. SQLite keeps the file (and its inode) while the connection is
+/// open: a checkpoint rewrites it from the start, it is never replaced.
+///
+/// Flushes are shared (group commit): commits are numbered as they
+/// happen, and a flush asked for commit n returns as soon as any flush
+/// that started after commit n has ended, whichever thread made it. One
+/// asked for a commit that no flush under way covers starts its own at
+/// once, beside the others (never waits for one that does not help it).
+final class WALFile: @unchecked Sendable {
+    private let fd: Int32
+    let path: String
+    private let state = Condition()
+    private var commits = 0       // guarded by state
+    private var durable = 0       // guarded by state: commits a finished flush covered
+    private var running = 0       // guarded by state: flushes under way
+    private var runningCover = 0  // guarded by state: the newest commit one of them covers
+    /// The newest outbox row committed, and the newest one durable.
+    private var outboxCommitted: Int64 = 0   // guarded by state
+    private var outboxDurable: Int64 = 0     // guarded by state
+    /// The commit that wrote `outboxCommitted`.
+    private var outboxCommit = 0             // guarded by state
+
+    /// Opens `database`-wal, and syncs the folder once so that the files'
+    /// names survive a power cut too; nil when there is no -wal file.
+    init?(database: String) {
+        path = database + "-wal"
+        fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        let slash = database.lastIndex(of: "/")
+        let folder = slash.map { $0 == database.startIndex ? "/" : String(database[..<$0]) } ?? "."
+        let dir = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if dir >= 0 { fsync(dir); close(dir) }
+    }
+    deinit { close(fd) }
+
+    /// A commit wrote frames, the newest outbox row being `outbox`;
+    /// returns its number.
+    func committed(outbox: Int64) -> Int {
+        state.broadcast {
+            commits += 1
+            if outbox > outboxCommitted { outboxCommitted = outbox; outboxCommit = commits }
+            return commits
+        }
+    }
+
+    /// The number of the last commit that wrote frames.
+    var lastCommit: Int { state.broadcast { commits } }
+
+    /// Returns once the newest outbox row is durable (flushing only if no
+    /// flush under way covers it).
+    func syncOutbox() throws(StoreError) { try sync(upTo: state.broadcast { outboxCommit }) }
+
+    /// The newest outbox row that a finished flush made durable.
+    var durableOutbox: Int64 { state.broadcast { outboxDurable } }
+    /// Whether an outbox row has been committed but not yet flushed.
+    var outboxWaits: Bool { state.broadcast { outboxCommitted > outboxDurable } }
+
+    /// Returns once commit `target` (default: the last) is on the disk.
+    func sync(upTo target: Int? = nil) throws(StoreError) {
+        var covering: (commit: Int, outbox: Int64)?
+        var done = false
+        state.wait {
+            let goal = target ?? commits
+            if durable >= goal {
+                done = true
+            } else if running == 0 || runningCover < goal {
+                running += 1
+                runningCover = max(runningCover, commits)
+                covering = (commits, outboxCommitted)
+            }
+            return done || covering != nil
+        }
+        guard let covering else { return }
+        let ok = fdatasync(fd) == 0
+        let error = errno
+        // Whichever flush ends first, everything committed before it started is on the disk.
+        state.broadcast {
+            running -= 1
+            if ok {
+                durable = max(durable, covering.commit)
+                outboxDurable = max(outboxDurable, covering.outbox)
+            }
+        }
+        guard ok else {
+            throw StoreError(call: "fdatasync(\(path))", code: SQLITE_IOERR | 4 << 8 /* SQLITE_IOERR_FSYNC */, message: String(cString: strerror(error)))
+        }
+    }
+}
+
+/// Checkpoints the WAL into the database on a connection of its own, on a
+/// short-lived thread, so that no commit (and no reader) waits for the
+/// checkpoint's two flushes. At most one runs at a time; none after `close`.
+///
+/// SQLite starts the WAL again from its beginning at the first write after
+/// a checkpoint that copied every frame. Commits made while a checkpoint
+/// runs stay in the WAL, so it may not start again at once: another
+/// checkpoint waits until a quarter of `frames` more have been written,
+/// rather than run (two flushes) after every commit.
+final class Checkpointer: @unchecked Sendable {
+    let path: String
+    /// When the WAL holds this many frames, a checkpoint starts.
+    let frames: Int
+    private let state = Condition()
+    private var running = false      // guarded by state
+    private var closed = false       // guarded by state
+    /// The WAL's frames when the last checkpoint started.
+    private var startedAt = 0        // guarded by state
+    /// Checkpoints that have ended (for tests).
+    private var ended = 0            // guarded by state
+    /// Opened by the first checkpoint; used only by the one running.
+    private var connection: Connection?
+
+    init(path: String, frames: Int) { self.path = path; self.frames = frames }
+
+    /// After a commit that left `walFrames` in the WAL: starts a checkpoint
+    /// in the background if one is due and none is running.
+    func committed(walFrames: Int) {
+        guard walFrames >= frames else { return }
+        let due = state.broadcast { () -> Bool in
+            guard !running, !closed, walFrames < startedAt || walFrames >= startedAt + frames / 4 else { return false }
+            running = true
+            startedAt = walFrames
+            return true
+        }
+        guard due else { return }
+        ServiceThread.detached { [self] in
+            _ = try? work()
+            state.broadcast { running = false; ended += 1 }
+        }
+    }
+
+    /// Waits until `count` checkpoints have ended; false on timeout.
+    func waitForCheckpoints(_ count: Int, timeout: Double) -> Bool { state.wait(timeout: timeout) { ended >= count } }
+
+    /// A checkpoint now, on this thread (after one running has ended).
+    func run() throws(StoreError) -> (log: Int, checkpointed: Int) {
+        var claimed = false
+        state.wait {
+            if !running && !closed { running = true; claimed = true }
+            return claimed || closed
+        }
+        guard claimed else { return (0, 0) }
+        defer { state.broadcast { running = false; ended += 1 } }
+        return try work()
+    }
+
+    /// Waits for a running checkpoint and closes the connection.
+    func close() {
+        state.wait { !running }
+        state.broadcast { closed = true }
+        connection = nil
+    }
+
+
+    private func work() throws(StoreError) -> (log: Int, checkpointed: Int) {
+        if connection == nil {
+            let c = try Connection(path: path, create: false)
+            sqlite3_busy_timeout(c.db, 1000)
+            // NORMAL: the checkpoint syncs the WAL before and the database after copying.
+            try c.run("PRAGMA synchronous = NORMAL")
+            connection = c
+        }
+        let row = try connection!.rows("PRAGMA wal_checkpoint(PASSIVE)") { [Int($0.int64(1)), Int($0.int64(2))] }.first ?? [0, 0]
+        return (row[0], row[1])
     }
 }

@@ -54,18 +54,45 @@ public struct OutboxItem: Sendable, Equatable {
 /// /var/lib/soundbox/soundbox.db).
 ///
 /// Every method may be called from any thread; they run one at a time on
-/// one connection. A method that writes has committed durably (WAL,
-/// synchronous=FULL) when it returns, and does all of its writing in one
-/// transaction or none of it. Times are passed in by the caller (Unix ms),
-/// so the store never reads a clock.
+/// one connection. A method that writes does all of its writing in one
+/// transaction or none of it, and has committed durably when it returns —
+/// unless it was called with `flush: false`: then it has committed (every
+/// later read sees it) but is durable only after the next `flush()`, by
+/// anyone. Times are passed in by the caller (Unix ms), so the store never
+/// reads a clock.
+///
+/// How: WAL with `synchronous=NORMAL`, so a commit writes the WAL without
+/// waiting for the disk, and `flush()` is one fdatasync of the WAL, made
+/// after the connection's lock is released: other threads read and write
+/// meanwhile, and one flush makes durable everything committed before it
+/// (an SD card's flush takes 5–50 ms; docs/soundboxd.md, "Flushes").
+/// Checkpoints run on a second connection of their own, on a short-lived
+/// thread, when the WAL holds `checkpointFrames` frames, never inside a
+/// commit.
 public final class Store: Sendable {
     /// The database file.
     public let path: String
     let connection: Mutex<Connection>
     /// Device and inode of the file when it was opened.
     private let identity: (dev: UInt64, ino: UInt64)?
+    /// The WAL, opened by us for `flush()`; nil when read-only (or when the
+    /// WAL could not be opened: then every commit is synchronous=FULL).
+    private let wal: WALFile?
+    let checkpointer: Checkpointer?
+    /// WAL frames after the last commit (sqlite3_wal_hook).
+    public let walFrames = Atomic<Int>(0)
+    /// Set by the WAL hook: the transaction just committed wrote frames
+    /// (read and cleared under the connection's lock).
+    private let wroteFrames = Atomic<Bool>(false)
+    /// The newest outbox row written (under the connection's lock).
+    private let lastOutbox = Atomic<Int64>(0)
+    /// A checkpoint starts (in the background) when the WAL has this many
+    /// frames (4 MiB with 1 KiB pages; a payment writes about 15).
+    public static let checkpointFrames = 4000
+    /// The page size of a new database.
+    public static let pageSize = 1024
 
-    /// Opens or creates the database: WAL, synchronous=FULL, busy_timeout
+    /// Opens or creates the database: WAL (flushed by `flush()`), busy_timeout
     /// 5000 ms, schema migrated to the current version. Throws a StoreError
     /// with `isCorrupt` for a damaged or non-database file (`PRAGMA
     /// quick_check` runs at every open), and refuses, with a message saying
@@ -96,6 +123,8 @@ public final class Store: Sendable {
         self.path = path
         identity = Self.identity(of: path)
         isReadOnly = true
+        wal = nil
+        checkpointer = nil
         connection = Mutex(c)
     }
 
@@ -107,22 +136,90 @@ public final class Store: Sendable {
     init(path: String, maxPageCount: Int?) throws(StoreError) {
         let c = try Connection(path: path)
         sqlite3_busy_timeout(c.db, 5000)
+        // A new database gets 1 KiB pages: every commit writes whole pages
+        // to the WAL, and ours touch a few rows in several tables, so small
+        // pages write a quarter of the bytes (SD-card wear: docs/soundboxd.md,
+        // "Flushes"). An existing file keeps its size (VACUUM would change it).
+        try c.run("PRAGMA page_size = \(Self.pageSize)")
         // The first statement to read the file: a non-database fails here with SQLITE_NOTADB.
         let mode = try c.rows("PRAGMA journal_mode = WAL") { $0.text(0) ?? "" }
         guard mode == ["wal"] else {
             throw StoreError(call: "PRAGMA journal_mode = WAL", code: SQLITE_ERROR, message: "journal mode is \(mode.joined()), not wal")
         }
-        try c.run("PRAGMA synchronous = FULL")
         if let maxPageCount { try c.run("PRAGMA max_page_count = \(maxPageCount)") }
         let check = try c.rows("PRAGMA quick_check") { $0.text(0) ?? "" }
         guard check == ["ok"] else {
             throw StoreError(call: "PRAGMA quick_check", code: SQLITE_CORRUPT, message: check.joined(separator: "; "))
         }
+        // Reading the file in WAL mode has made the -wal file (if it was not left by a crash).
+        wal = WALFile(database: path)
+        try c.run(wal == nil ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
         try Schema.migrate(c)
+        // What the file holds now is made durable, receipts included.
+        let newestOutbox = try c.rows("SELECT coalesce(max(n), 0) FROM outbox") { $0.int64(0) }[0]
+        lastOutbox.store(newestOutbox, ordering: .relaxed)
+        if let wal {
+            _ = wal.committed(outbox: newestOutbox)
+            try wal.sync()
+        }
         self.path = path
         identity = Self.identity(of: path)
         isReadOnly = false
+        checkpointer = Checkpointer(path: path, frames: Self.checkpointFrames)
         connection = Mutex(c)
+        // After every commit: how full the WAL is (this replaces SQLite's
+        // automatic checkpoint, which would run inside the commit).
+        _ = connection.withLock { c in
+            sqlite3_wal_hook(c.db, { context, _, _, frames in
+                Unmanaged<Store>.fromOpaque(context!).takeUnretainedValue().committed(walFrames: Int(frames))
+                return SQLITE_OK
+            }, Unmanaged.passUnretained(self).toOpaque())
+        }
+    }
+
+    deinit {
+        // Before the connection closes (closing the last one checkpoints and deletes the -wal by name).
+        checkpointer?.close()
+    }
+
+    private func committed(walFrames frames: Int) {
+        wroteFrames.store(true, ordering: .relaxed)
+        walFrames.store(frames, ordering: .relaxed)
+        checkpointer?.committed(walFrames: frames)
+    }
+
+    /// Makes everything committed so far durable: one fdatasync of the WAL
+    /// (or the end of one that started after the last commit), without the
+    /// connection's lock.
+    public func flush() throws(StoreError) {
+        try wal?.sync()
+    }
+
+    /// The last commit that wrote something: `flush(upTo:)` that one only
+    /// (flushing what others committed after it is their business).
+    public var lastCommit: Int { wal?.lastCommit ?? 0 }
+
+    /// Returns once commit `commit` is durable (see `flush`).
+    public func flush(upTo commit: Int) throws(StoreError) { try wal?.sync(upTo: commit) }
+
+    /// The newest outbox row that is durable: a receipt past it must not
+    /// be sent yet (a `queued` receipt promises the payment survives a
+    /// power cut). Everything, when commits are synchronous.
+    public var durableOutbox: Int64 { wal?.durableOutbox ?? .max }
+
+    /// An outbox row waits for a flush before it may be sent.
+    public var receiptsWaitForFlush: Bool { wal?.outboxWaits ?? false }
+
+    /// Makes every outbox row committed so far durable (see `flush`).
+    public func flushReceipts() throws(StoreError) { try wal?.syncOutbox() }
+
+    /// Copies what the WAL holds into the database file now, on this
+    /// thread, through the checkpoint connection (tests; shutdown).
+    /// Returns the WAL's frames and how many of them are in the database.
+    @discardableResult
+    public func checkpoint() throws(StoreError) -> (log: Int, checkpointed: Int) {
+        guard let checkpointer else { return (0, 0) }
+        return try checkpointer.run()
     }
 
     private static func identity(of path: String) -> (dev: UInt64, ino: UInt64)? {
@@ -158,8 +255,8 @@ public final class Store: Sendable {
     /// 0), its id remembered for dedup, a `queued` receipt put in the outbox:
     /// `.queued(seq:)`. `now` is Unix ms; receipts carry `now / 1000`.
     /// Failpoint "after_insert": a new payment written, not yet committed.
-    public func accept(_ payment: Payment, now: Int64, dedupSince: Int64) throws(StoreError) -> AcceptOutcome {
-        try locked { c throws(StoreError) in
+    public func accept(_ payment: Payment, now: Int64, dedupSince: Int64, flush: Bool = true) throws(StoreError) -> AcceptOutcome {
+        try write(flush: flush) { c throws(StoreError) in
             try c.transaction { () throws(StoreError) -> AcceptOutcome in
                 let seen = try c.rows("SELECT accepted_at FROM dedup WHERE id = ?", payment.id) { $0.int64(0) }
                 if let seen = seen.first, seen >= dedupSince {
@@ -207,8 +304,8 @@ public final class Store: Sendable {
 
     /// Speaking starts: a queued or playing entry becomes `playing`, `plays`
     /// + 1. Throws (SQLITE_NOTFOUND) when `seq` is not pending.
-    public func markPlaying(seq: Int64, now: Int64) throws(StoreError) {
-        try locked { c throws(StoreError) in
+    public func markPlaying(seq: Int64, now: Int64, flush: Bool = true) throws(StoreError) {
+        try write(flush: flush) { c throws(StoreError) in
             try c.run("UPDATE payments SET state = 'playing', plays = plays + 1, updated_at = ? WHERE seq = ? AND \(Self.isPending)",
                       now, seq)
             if c.changes == 0 { throw Self.notPending(seq, "markPlaying") }
@@ -220,9 +317,9 @@ public final class Store: Sendable {
     /// in one transaction. Throws (SQLITE_NOTFOUND) when `seq` is not
     /// pending, so no entry is finished, and receipted, twice.
     /// Failpoint "before_mark_played": `played` written, not yet committed.
-    public func finish(seq: Int64, state: PaymentState, reason: String?, now: Int64) throws(StoreError) {
+    public func finish(seq: Int64, state: PaymentState, reason: String?, now: Int64, flush: Bool = true) throws(StoreError) {
         precondition(!state.isPending, "finish(seq:state:) needs a final state, not \(state)")
-        try locked { c throws(StoreError) in
+        try write(flush: flush) { c throws(StoreError) in
             try c.transaction { () throws(StoreError) in
                 let ids = try c.rows("""
                     UPDATE payments SET state = ?, reason = ?, updated_at = ? WHERE seq = ? AND \(Self.isPending) RETURNING id
@@ -263,8 +360,8 @@ public final class Store: Sendable {
     }
 
     /// Appends a receipt that belongs to no state change here (e.g. `rejected`) to the outbox.
-    public func appendReceipt(_ receipt: Receipt, now: Int64) throws(StoreError) {
-        try locked { c throws(StoreError) in try append(receipt, now: now, c) }
+    public func appendReceipt(_ receipt: Receipt, now: Int64, flush: Bool = true) throws(StoreError) {
+        try write(flush: flush) { c throws(StoreError) in try append(receipt, now: now, c) }
     }
 
     /// Receipts waiting for the broker, oldest first, at most `limit`.
@@ -284,11 +381,11 @@ public final class Store: Sendable {
     }
 
     /// Forgets receipts the broker has taken (PUBACK). Unknown numbers are ignored.
-    public func deleteOutbox(_ n: [Int64]) throws(StoreError) {
+    public func deleteOutbox(_ n: [Int64], flush: Bool = true) throws(StoreError) {
         guard !n.isEmpty else { return }
         // One statement (so one commit) for any number of rows: the numbers go in as a JSON array.
         let list = "[" + n.map(String.init).joined(separator: ",") + "]"
-        try locked { c throws(StoreError) in
+        try write(flush: flush) { c throws(StoreError) in
             try c.run("DELETE FROM outbox WHERE n IN (SELECT value FROM json_each(?))", list)
         }
     }
@@ -304,7 +401,7 @@ public final class Store: Sendable {
     /// Sets (value non-nil) or removes (nil) keys of the overlay, and sets
     /// `meta` keys, all or none.
     public func updateOverlay(_ changes: [String: String?], meta: [String: String] = [:]) throws(StoreError) {
-        try locked { c throws(StoreError) in
+        try write(flush: true) { c throws(StoreError) in
             try c.transaction { () throws(StoreError) in
                 // In key order, so that a failure happens at the same place every time.
                 for (key, value) in changes.sorted(by: { $0.key < $1.key }) {
@@ -331,7 +428,7 @@ public final class Store: Sendable {
     /// Records a signed command's nonce: true the first time it is seen
     /// since `since` (ms), false for a replay.
     public func useNonce(_ nonce: String, now: Int64, since: Int64) throws(StoreError) -> Bool {
-        try locked { c throws(StoreError) in
+        try write(flush: true) { c throws(StoreError) in
             try c.transaction { () throws(StoreError) -> Bool in
                 if let seen = try c.rows("SELECT seen_at FROM nonces WHERE nonce = ?", nonce, row: { $0.int64(0) }).first, seen >= since {
                     return false
@@ -361,7 +458,7 @@ public final class Store: Sendable {
     /// acceptance order is kept after everything already stored), their
     /// dedup records, and `receipts` into the outbox. Returns the seqs.
     public func adopt(_ entries: [Adopted], receipts: [Receipt], now: Int64) throws(StoreError) -> [Int64] {
-        try locked { c throws(StoreError) in
+        try write(flush: true) { c throws(StoreError) in
             try c.transaction { () throws(StoreError) -> [Int64] in
                 var seqs: [Int64] = []
                 for e in entries {
@@ -386,9 +483,9 @@ public final class Store: Sendable {
     /// before `dedupBefore` (ms). Pending entries and the outbox are never
     /// touched. Dedup records go by age only, so a count-pruned entry's id is
     /// still a duplicate within the window. Returns the entries deleted.
-    public func prune(before: Int64, keep: Int, dedupBefore: Int64) throws(StoreError) -> Int {
+    public func prune(before: Int64, keep: Int, dedupBefore: Int64, flush: Bool = true) throws(StoreError) -> Int {
         precondition(keep >= 0, "prune(keep:) must not be negative")
-        return try locked { c throws(StoreError) in
+        return try write(flush: flush) { c throws(StoreError) in
             try c.transaction { () throws(StoreError) -> Int in
                 try c.run("""
                     DELETE FROM payments WHERE NOT \(Self.isPending) AND (accepted_at < ?1 OR seq NOT IN
@@ -423,11 +520,25 @@ public final class Store: Sendable {
 
     private func append(_ receipt: Receipt, now: Int64, _ c: Connection) throws(StoreError) {
         try c.run("INSERT INTO outbox (payload, created_at) VALUES (?, ?)", receipt.json, now)
+        lastOutbox.store(sqlite3_last_insert_rowid(c.db), ordering: .relaxed)
     }
 
     /// Runs `body` with the connection, holding the lock.
     private func locked<T: Sendable>(_ body: (Connection) throws(StoreError) -> T) throws(StoreError) -> T {
         try connection.withLock { (c: inout sending Connection) throws(StoreError) -> T in try body(c) }
+    }
+
+    /// Runs `body` (which writes) holding the lock, then, unless `flush` is
+    /// false, makes it durable without the lock.
+    private func write<T: Sendable>(flush: Bool, _ body: (Connection) throws(StoreError) -> T) throws(StoreError) -> T {
+        let (result, commit) = try locked { c throws(StoreError) in
+            let result = try body(c)
+            // Numbered under the lock, so commits are numbered in order.
+            guard wroteFrames.exchange(false, ordering: .relaxed) else { return (result, nil as Int?) }
+            return (result, wal?.committed(outbox: lastOutbox.load(ordering: .relaxed)))
+        }
+        if flush, let commit { try wal?.sync(upTo: commit) }
+        return result
     }
 }
 

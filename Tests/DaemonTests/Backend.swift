@@ -40,7 +40,7 @@ final class Backend: MQTTClientDelegate, @unchecked Sendable {
         let c = try MQTTClient(o, delegate: self)
         client = c
         try c.start()
-        guard waitUntil(timeout: 10, { self.connected }) else { throw BackendError("backend could not connect to port \(port)") }
+        guard waitUntil(timeout: 30, { self.connected }) else { throw BackendError("backend could not connect to port \(port) within 30 s") }
     }
 
     deinit { client?.stop() }

@@ -11,6 +11,8 @@ final class BenchRig {
     private(set) var daemon: Process?
     private(set) var log = ""
     let backend: BenchBackend
+    /// Added to soundboxd's environment (e.g. the flush shim, FlushBench).
+    var environment: [String: String] = [:]
 
     private let voices: String
 
@@ -65,6 +67,7 @@ final class BenchRig {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: binDir + "/soundboxd")
         p.arguments = ["--config", dir + "/soundbox.conf"]
+        p.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         p.standardError = FileHandle(forWritingAtPath: log)
         try p.run()
         daemon = p
@@ -80,7 +83,8 @@ final class BenchRig {
     /// Publish → first PCM frame to ALSA, one payment at a time: `n`
     /// payments named PREFIX0…, each message made by `message(id, amount)`.
     /// Sorted latencies in ms.
-    func latencies(_ n: Int, prefix: String, message: (String, String) -> String) throws -> [Double] {
+    func latencies(_ n: Int, prefix: String,
+                   message: (String, String) -> String = { id, amount in #"{"id":"\#(id)","amount":"\#(amount)"}"# }) throws -> [Double] {
         var sentAt: [String: Int64] = [:]
         for i in 0..<n {
             let id = "\(prefix)\(i)"

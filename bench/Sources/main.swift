@@ -3,6 +3,7 @@
 //   soundbox-bench daemon [VOICES_DIR]     soundboxd: ingest rate, RSS, idle wakeups, start time
 //   soundbox-bench mqtt [VOICES_DIR]       publish → first PCM frame latency; offline backlog drain
 //   soundbox-bench signing [VOICES_DIR]    verification cost; latency with signing off and required
+//   soundbox-bench flush [VOICES_DIR]      the same latency, flushes and bytes per payment, a backlog: with flushes 0/10/30 ms slower
 import Foundation
 
 let binDir = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().path
@@ -17,7 +18,8 @@ case "announce": try announceBench(voices: voices)
 case "daemon": try daemonBench(voices: voices)
 case "mqtt": try mqttBench(voices: voices)
 case "signing": try signingBench(voices: voices)
+case "flush": try flushBench(voices: voices, shim: binDir + "/flushdelay.so")
 default:
-    print("usage: soundbox-bench announce|daemon|mqtt|signing [VOICES_DIR]")
+    print("usage: soundbox-bench announce|daemon|mqtt|signing|flush [VOICES_DIR]")
     exit(2)
 }

@@ -1,0 +1,56 @@
+import Foundation
+import Soundbox
+@testable import SoundboxStore
+import Testing
+
+/// How the store writes: small pages, commits that are read at once and
+/// made durable by `flush()`, checkpoints in the background
+/// (docs/soundboxd.md, "Flushes").
+@Suite struct WALTests {
+    let tmp = TempDB()
+
+    private func pageSize(_ store: Store) throws -> Int64 {
+        try store.connection.withLock { c throws(StoreError) in try c.rows("PRAGMA page_size") { $0.int64(0) }[0] }
+    }
+
+    @Test func aNewDatabaseHasOneKiBPagesAndAnOlderOneKeepsItsOwn() throws {
+        #expect(try pageSize(Store(path: tmp.path)) == 1024)
+        let old = tmp.dir + "/old.db"
+        do {
+            let c = try Connection(path: old)
+            try c.exec("PRAGMA page_size = 4096; PRAGMA journal_mode = WAL; CREATE TABLE t (a)")
+        }
+        let store = try Store(path: old)
+        #expect(try pageSize(store) == 4096)
+        #expect(try store.accept(pay("T1"), now: t0, dedupSince: 0) == .queued(seq: 1))
+    }
+
+    @Test func aCommitNotYetFlushedIsReadAtOnce() throws {
+        let store = try Store(path: tmp.path)
+        _ = try store.accept(pay("T1"), now: t0, dedupSince: 0, flush: false)
+        #expect(try store.next()?.payment.id == "T1")
+        try store.markPlaying(seq: 1, now: t0 + 1, flush: false)
+        #expect(try store.next()?.state == .playing)
+        try store.flush()
+        // Another connection (as after a restart) reads the same.
+        #expect(try Store(path: tmp.path).next()?.state == .playing)
+    }
+
+    /// Past `checkpointFrames` a checkpoint runs by itself, not inside a
+    /// commit; after it the WAL starts again from its beginning.
+    @Test func aFullWALIsCheckpointedInTheBackgroundAndStartsAgain() throws {
+        let store = try Store(path: tmp.path)
+        var i = 0
+        while store.walFrames.load(ordering: .relaxed) < Store.checkpointFrames {
+            _ = try store.accept(pay("W\(i)"), now: t0, dedupSince: 0, flush: false)
+            i += 1
+        }
+        #expect(store.checkpointer?.waitForCheckpoints(1, timeout: 30) == true)
+        // What the background one could not copy (nothing was writing: all of it).
+        let (log, copied) = try store.checkpoint()
+        #expect(log == copied)
+        _ = try store.accept(pay("AFTER"), now: t0, dedupSince: 0)
+        #expect(store.walFrames.load(ordering: .relaxed) < 50, "the WAL did not start again")
+        #expect(try Store(path: tmp.path).pendingCount() == i + 1)
+    }
+}
