@@ -4,6 +4,7 @@
 #pragma once
 #include <sys/timex.h>
 #include <pthread.h>
+#include <sys/eventfd.h>   // the panel sleeps in poll(2) on one
 
 // Thread names show in `top -H` and in crash reports. glibc declares this
 // only under _GNU_SOURCE.

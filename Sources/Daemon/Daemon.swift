@@ -178,25 +178,24 @@ public enum Daemon {
                            "startup_ms": "\(Int((SystemClock.monotonic() - started) * 1000))"])
         notifier.send("READY=1\nSTATUS=\(pending) pending, voice \(config[.voiceLang]), output \(OutputName.of(config))")
 
-        // 7. Wait for signals; beat the watchdog while the scheduler lives;
-        //    prune hourly.
-        var nextPrune = SystemClock.monotonic() + 3600
+        // 7. Wait for signals; beat the watchdog (under systemd) while the
+        //    scheduler lives. (Pruning follows activity: the scheduler's.)
         while true {
-            var timeout = nextPrune - SystemClock.monotonic()
-            if let w = notifier.watchdogInterval { timeout = min(timeout, w) }
-            var ts = timespec(tv_sec: Int(max(timeout, 0)), tv_nsec: Int(max(timeout, 0).truncatingRemainder(dividingBy: 1) * 1e9))
-            let sig = sigtimedwait(&signals, nil, &ts)
+            let sig: Int32
+            if let w = notifier.watchdogInterval {
+                var ts = timespec(tv_sec: Int(w), tv_nsec: Int(w.truncatingRemainder(dividingBy: 1) * 1e9))
+                sig = sigtimedwait(&signals, nil, &ts)
+            } else {
+                sig = sigwaitinfo(&signals, nil)
+            }
             if sig == SIGTERM || sig == SIGINT { break }
             if sig == SIGHUP {
                 reload(settings, configPath: configPath, flags: flags, log: log)
                 signing.reload()
+                outbox.notify()   // the status and the LED may have changed (audio.mute in the file)
                 continue
             }
             if notifier.watchdogInterval != nil && healthy(scheduler) { notifier.send("WATCHDOG=1") }
-            if SystemClock.monotonic() >= nextPrune {
-                prune(storage, settings.current, log)
-                nextPrune = SystemClock.monotonic() + 3600
-            }
         }
 
         // 8. Stop in reverse order of start, all within stopDeadline: no new

@@ -1,3 +1,4 @@
+import CLinux
 import GPIO
 import Glibc
 import Soundbox
@@ -19,6 +20,9 @@ final class Panel: Service, @unchecked Sendable {
     private var gestures: Gestures
     private let debounce: Double
     private var stopPipe: [Int32] = [-1, -1]
+    /// Signalled whenever the daemon's state changes (`changed`): what the
+    /// LED shows is looked at again then, and only then.
+    private let changes = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
     /// The mute switch moved at this time: its level counts once it has
     /// been still for the debounce time.
     private var muteSettlesAt: Double?
@@ -28,6 +32,7 @@ final class Panel: Service, @unchecked Sendable {
         self.device = device
         self.changed = changed
         self.backend = backend
+        changed.alsoSignal(eventfd: changes)
         debounce = Double(config[.gpioDebounce]) / 1000
         var timing = Gestures.Timing()
         timing.debounce = debounce
@@ -93,13 +98,14 @@ final class Panel: Service, @unchecked Sendable {
             }
             for action in gestures.tick(at: now) { perform(action) }
 
-            var fds = [pollfd(fd: stopPipe[0], events: Int16(POLLIN), revents: 0)]
+            var fds = [pollfd(fd: stopPipe[0], events: Int16(POLLIN), revents: 0), pollfd(fd: changes, events: Int16(POLLIN), revents: 0)]
             fds += ([mute].compactMap { $0 } + buttons.map(\.1)).map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
-            // Steady LED and no held button: only a slow look at the LED state.
+            // Steady LED, no held button, no bouncing switch: sleep until something happens.
             let deadlines = [gestures.nextDeadline, nextBlink, muteSettlesAt].compactMap { $0 }
-            let wait = deadlines.min().map { max(0, $0 - now) } ?? 5
-            _ = poll(&fds, nfds_t(fds.count), Int32(min(wait, 5) * 1000))
+            let wait = deadlines.min().map { Int32(min(max(0, $0 - now), 3600) * 1000) + 1 } ?? -1
+            _ = poll(&fds, nfds_t(fds.count), wait)
             if fds[0].revents != 0 { return }
+            if fds[1].revents != 0 { var count: UInt64 = 0; _ = read(changes, &count, 8) }
             // A bouncing switch: wait until it has been still, then read its level.
             if let mute, let edges = try? mute.readEdges(), !edges.isEmpty { muteSettlesAt = SystemClock.monotonic() + debounce }
             for (button, line) in buttons {

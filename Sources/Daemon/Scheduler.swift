@@ -68,6 +68,10 @@ final class Scheduler: Service, @unchecked Sendable {
     /// When the last request spoke (Unix ms): payments that arrived during
     /// it do not count that time against the stale rule.
     private var lastRequest: ClosedRange<Int64>?
+    /// When history was last pruned (monotonic s): at most hourly, after a
+    /// payment, so an idle box does not wake for it (nothing grows then).
+    private var lastPrune = SystemClock.monotonic()
+    private var wasRetrying = false
 
     init(storage: Storage, settings: Settings, voices: Voices, bank: VoiceBank, wake: Wakeup, outbox: Wakeup,
          environment: [String: String]) {
@@ -110,6 +114,8 @@ final class Scheduler: Service, @unchecked Sendable {
             } else {
                 // While storage is failing, look again every few seconds.
                 let retrying = storage.retry()
+                if wasRetrying && !retrying { outbox.notify() }   // recovered: status and LED
+                wasRetrying = retrying
                 wake.waitForWork(timeout: retrying ? 5 : nil)
             }
         }
@@ -162,6 +168,10 @@ final class Scheduler: Service, @unchecked Sendable {
         storage.finish(item, state, reason: reason, now: SystemClock.nowMs())
         status.withLock { $0.lastID = item.payment.id }
         outbox.notify()
+        if SystemClock.monotonic() - lastPrune >= 3600 {
+            lastPrune = SystemClock.monotonic()
+            Daemon.prune(storage, settings.current, log)
+        }
         if let reason {
             log.warning(state.rawValue, ["id": item.payment.id, "reason": reason])
         } else {

@@ -223,6 +223,7 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
         let (cleared, next) = state.withLock { s in (s.takeover.check(at: now), s.takeover.nextCheck) }
         if cleared {
             device.link.withLock { $0.takeover = false }
+            events.notify()   // status and LED
             log.info("session_stable", ["client_id": deviceID])
         }
         return next.map { max(0, $0 - now) }

@@ -347,7 +347,10 @@ public final class MQTTClient: @unchecked Sendable {
             if rc == MOSQ_ERR_SUCCESS.rawValue {
                 // Until the link ends (on_disconnect has run then), or stop().
                 repeat {
-                    rc = mosquitto_loop(handle, -1, 1)
+                    // libmosquitto shortens the wait to its next keep-alive
+                    // deadline itself, and publish/disconnect wake it: no
+                    // other periodic wake-up (-1 would be every second).
+                    rc = mosquitto_loop(handle, Int32(max(options.keepalive, 1)) * 1000, 1)
                     err = Glibc.errno
                 } while rc == MOSQ_ERR_SUCCESS.rawValue && !stopping.load(ordering: .relaxed)
             }

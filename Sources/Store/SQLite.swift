@@ -1,6 +1,7 @@
 import CSQLite
 import Glibc
 import SoundboxThreads
+import Synchronization
 
 /// A failed SQLite call: which call, its extended result code and what
 /// `sqlite3_errmsg` said. The few checks that are not one C call (the schema
@@ -42,6 +43,8 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
 /// (opened with SQLITE_OPEN_NOMUTEX: SQLite does no locking of its own).
 final class Connection {
     let db: OpaquePointer
+    /// Kept alive as long as the connection (its WAL hook's context).
+    fileprivate var hook: CommitWatch?
 
     /// - Parameter readOnly: open `path` (a file: URI) for reading only.
     /// - Parameter create: create the file if it does not exist.
@@ -251,6 +254,34 @@ final class WALFile: @unchecked Sendable {
         guard ok else {
             throw StoreError(call: "fdatasync(\(path))", code: SQLITE_IOERR | 4 << 8 /* SQLITE_IOERR_FSYNC */, message: String(cString: strerror(error)))
         }
+    }
+}
+
+/// What the WAL hook learns after each commit of the store's connection
+/// (it replaces SQLite's automatic checkpoint, which would run inside the
+/// commit): that frames were written, how many the WAL holds, and so when
+/// a checkpoint is due.
+final class CommitWatch: Sendable {
+    let checkpointer: Checkpointer
+    /// WAL frames after the last commit.
+    let frames = Atomic<Int>(0)
+    /// The transaction just committed wrote frames (read and cleared under the connection's lock).
+    let wroteFrames = Atomic<Bool>(false)
+
+    init(checkpointer: Checkpointer) { self.checkpointer = checkpointer }
+
+    func install(on c: Connection) {
+        c.hook = self
+        sqlite3_wal_hook(c.db, { context, _, _, frames in
+            Unmanaged<CommitWatch>.fromOpaque(context!).takeUnretainedValue().committed(frames: Int(frames))
+            return SQLITE_OK
+        }, Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    private func committed(frames count: Int) {
+        wroteFrames.store(true, ordering: .relaxed)
+        frames.store(count, ordering: .relaxed)
+        checkpointer.committed(walFrames: count)
     }
 }
 

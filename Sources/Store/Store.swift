@@ -78,12 +78,11 @@ public final class Store: Sendable {
     /// The WAL, opened by us for `flush()`; nil when read-only (or when the
     /// WAL could not be opened: then every commit is synchronous=FULL).
     private let wal: WALFile?
-    let checkpointer: Checkpointer?
-    /// WAL frames after the last commit (sqlite3_wal_hook).
-    public let walFrames = Atomic<Int>(0)
-    /// Set by the WAL hook: the transaction just committed wrote frames
-    /// (read and cleared under the connection's lock).
-    private let wroteFrames = Atomic<Bool>(false)
+    /// Told of every commit (nil when read-only).
+    private let watch: CommitWatch?
+    var checkpointer: Checkpointer? { watch?.checkpointer }
+    /// WAL frames after the last commit.
+    public var walFrames: Int { watch?.frames.load(ordering: .relaxed) ?? 0 }
     /// The newest outbox row written (under the connection's lock).
     private let lastOutbox = Atomic<Int64>(0)
     /// A checkpoint starts (in the background) when the WAL has this many
@@ -124,7 +123,7 @@ public final class Store: Sendable {
         identity = Self.identity(of: path)
         isReadOnly = true
         wal = nil
-        checkpointer = nil
+        watch = nil
         connection = Mutex(c)
     }
 
@@ -165,27 +164,15 @@ public final class Store: Sendable {
         self.path = path
         identity = Self.identity(of: path)
         isReadOnly = false
-        checkpointer = Checkpointer(path: path, frames: Self.checkpointFrames)
+        let watch = CommitWatch(checkpointer: Checkpointer(path: path, frames: Self.checkpointFrames))
+        watch.install(on: c)
+        self.watch = watch
         connection = Mutex(c)
-        // After every commit: how full the WAL is (this replaces SQLite's
-        // automatic checkpoint, which would run inside the commit).
-        _ = connection.withLock { c in
-            sqlite3_wal_hook(c.db, { context, _, _, frames in
-                Unmanaged<Store>.fromOpaque(context!).takeUnretainedValue().committed(walFrames: Int(frames))
-                return SQLITE_OK
-            }, Unmanaged.passUnretained(self).toOpaque())
-        }
     }
 
     deinit {
         // Before the connection closes (closing the last one checkpoints and deletes the -wal by name).
         checkpointer?.close()
-    }
-
-    private func committed(walFrames frames: Int) {
-        wroteFrames.store(true, ordering: .relaxed)
-        walFrames.store(frames, ordering: .relaxed)
-        checkpointer?.committed(walFrames: frames)
     }
 
     /// Makes everything committed so far durable: one fdatasync of the WAL
@@ -534,7 +521,7 @@ public final class Store: Sendable {
         let (result, commit) = try locked { c throws(StoreError) in
             let result = try body(c)
             // Numbered under the lock, so commits are numbered in order.
-            guard wroteFrames.exchange(false, ordering: .relaxed) else { return (result, nil as Int?) }
+            guard watch?.wroteFrames.exchange(false, ordering: .relaxed) == true else { return (result, nil as Int?) }
             return (result, wal?.committed(outbox: lastOutbox.load(ordering: .relaxed)))
         }
         if flush, let commit { try wal?.sync(upTo: commit) }
