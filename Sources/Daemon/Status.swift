@@ -1,4 +1,3 @@
-import FoundationEssentials
 import Soundbox
 import Synchronization
 
@@ -24,9 +23,9 @@ struct Device: Sendable {
 
     /// What the provisioning refused ("soundbox/soundbox.conf:3: …"), if anything.
     var provisioningFault: String? {
-        guard let data = FileManager.default.contents(atPath: provisioningFaultPath) else { return nil }
         // One line for status and doctor; bounded, whatever is in the file.
-        let text = String(decoding: data.prefix(2000), as: UTF8.self).split(whereSeparator: \.isNewline).joined(separator: "; ")
+        guard let data = Files.prefix(provisioningFaultPath, 2000) else { return nil }
+        let text = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).joined(separator: "; ")
         return text.isEmpty ? "refused (no reason given)" : text
     }
 

@@ -523,7 +523,9 @@ final class Storage: Sendable {
             if let slash = path.lastIndex(of: "/"), slash != path.startIndex { mkdir(String(path[..<slash]), 0o750) }
             try store.copy(to: temporary)
             try Self.sync(temporary)
-            // Close the old connection first: closing deletes its -wal/-shm by name.
+            // Close the old connection first: closing deletes its -wal/-shm by
+            // name (at once, even if a flush or a reader still holds the store).
+            store.close()
             s.store = nil
             guard rename(temporary, path) == 0 else { throw StoreError(call: "rename(\(temporary), \(path))", code: 10, message: String(cString: strerror(errno))) }
             if let slash = path.lastIndex(of: "/") { try? Self.sync(slash == path.startIndex ? "/" : String(path[..<slash])) }

@@ -1,4 +1,3 @@
-import FoundationEssentials
 
 /// The technician's configuration: `key = value` lines with dotted keys,
 /// `#` comments (whole lines, or after whitespace), blank lines allowed.
@@ -113,9 +112,9 @@ public struct Config: Sendable, Equatable {
     /// a missing file the user named is an error.
     public static func load(path: String?) throws(ConfigFileError) -> Config {
         let file = path ?? defaultPath
-        guard let data = FileManager.default.contents(atPath: file) else {
-            if path == nil && !FileManager.default.fileExists(atPath: file) { return Config() }
-            let why = FileManager.default.isReadableFile(atPath: file) ? "" : ": permission denied"
+        guard let data = Files.read(file) else {
+            if path == nil && !Files.exists(file) { return Config() }
+            let why = Files.isReadable(file) ? "" : ": permission denied"
             throw ConfigFileError(source: file, line: nil, error: .syntax("cannot be read\(why)"))
         }
         guard let text = String(validating: data, as: UTF8.self) else {
@@ -128,7 +127,7 @@ public struct Config: Sendable, Equatable {
     /// is valid on its own but not on this box (e.g. a voice pack that is
     /// not installed); nil if the file does not set it.
     public static func line(of key: ConfigKey, in path: String) -> Int? {
-        guard let data = FileManager.default.contents(atPath: path) else { return nil }
+        guard let data = Files.read(path) else { return nil }
         for (i, raw) in String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             if let eq = raw.firstIndex(of: "="), raw[..<eq].trimmed == key.name { return i + 1 }
         }

@@ -1,5 +1,3 @@
-import FoundationEssentials
-
 /// The voice packs installed in `voice.dir`, found once at start: the only
 /// names the daemon accepts for `voice.lang`, a payment's `lang` or
 /// `say --lang`, so no name can make it read outside `voice.dir` or load a
@@ -20,10 +18,9 @@ public struct VoiceCatalog: Sendable {
     /// valid pack name (letters, digits, '-', '_').
     public static func scan(directory: String) -> VoiceCatalog {
         var packs: [String: VoicePackManifest] = [:], problems: [String: String] = [:]
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
-        for name in names.sorted() where ConfigKey.Kind.isPackName(name) {
+        for name in Files.list(directory).sorted() where ConfigKey.Kind.isPackName(name) {
             let dir = directory + "/" + name
-            guard FileManager.default.fileExists(atPath: dir + "/manifest.json") else { continue }
+            guard Files.exists(dir + "/manifest.json") else { continue }
             do { packs[name] = try VoicePackManifest.load(directory: dir) } catch { problems[name] = error.message }
         }
         return VoiceCatalog(directory: directory, packs: packs, problems: problems)
@@ -93,20 +90,19 @@ extension VoiceCatalog {
     /// then the `voices/` of the source checkout a binary was built in
     /// (`.build/release/soundboxctl`) — and else the installed default.
     public static func defaultDirectory(executable: String? = nil) -> String {
-        let fm = FileManager.default
-        let exe = executable ?? (try? fm.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? ""
+        let exe = executable ?? Files.linkTarget("/proc/self/exe") ?? ""
         func parent(_ p: String) -> String {
             guard let slash = p.lastIndex(of: "/") else { return "" }
             return slash == p.startIndex ? "/" : String(p[..<slash])
         }
         func holdsPacks(_ dir: String) -> Bool {
-            ((try? fm.contentsOfDirectory(atPath: dir)) ?? []).contains { fm.fileExists(atPath: dir + "/" + $0 + "/manifest.json") }
+            Files.list(dir).contains { Files.exists(dir + "/" + $0 + "/manifest.json") }
         }
         var dir = parent(exe)
         let installed = parent(dir) + "/share/soundbox/voices"
         if !dir.isEmpty && holdsPacks(installed) { return installed }
         for _ in 0..<6 where dir.count > 1 {
-            if fm.fileExists(atPath: dir + "/Package.swift") && holdsPacks(dir + "/voices") { return dir + "/voices" }
+            if Files.exists(dir + "/Package.swift") && holdsPacks(dir + "/voices") { return dir + "/voices" }
             dir = parent(dir)
         }
         return TextKey.voiceDir.key.defaultValue

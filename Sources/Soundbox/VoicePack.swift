@@ -1,14 +1,11 @@
-import FoundationEssentials
-
 /// A voice pack's `manifest.json` (docs/voice-packs.md). A pack is a folder
 /// holding this file and one audio file per clip; the folder's name is the
 /// pack's name, which `fallback` refers to.
-public struct VoicePackManifest: Codable, Sendable, Equatable {
-    public struct Format: Codable, Sendable, Equatable {
+public struct VoicePackManifest: Sendable, Equatable {
+    public struct Format: Sendable, Equatable {
         public var codec: String
         public var sampleRate: Int
         public var channels: Int
-        enum CodingKeys: String, CodingKey { case codec, sampleRate = "sample_rate", channels }
     }
     public var formatVersion: Int
     public var name: String
@@ -25,30 +22,78 @@ public struct VoicePackManifest: Codable, Sendable, Equatable {
     /// Clip name → file name inside the pack folder.
     public var clips: [String: String]
 
-    enum CodingKeys: String, CodingKey {
-        case formatVersion = "format_version", name, language, grammar, currency, fallback, format
-        case gapMs = "gap_ms", source, clips
-    }
-
     public static let defaultGapMs = 40
     public var gap: Int { gapMs ?? Self.defaultGapMs }
 
     /// Reads and validates `<directory>/manifest.json`.
     public static func load(directory: String) throws(VoicePackError) -> VoicePackManifest {
         let path = directory + "/manifest.json"
-        let data: Data
-        do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
-            let exists = FileManager.default.fileExists(atPath: path)
-            throw VoicePackError(path: path, message: exists ? "cannot be read" : "no manifest.json here: is this a voice pack folder?")
+        guard let bytes = Files.read(path, limit: 1 << 20) else {
+            throw VoicePackError(path: path, message: Files.exists(path) ? "cannot be read" : "no manifest.json here: is this a voice pack folder?")
         }
         let m: VoicePackManifest
-        do { m = try JSONDecoder().decode(VoicePackManifest.self, from: data) } catch let e as DecodingError {
-            throw VoicePackError(path: path, message: Self.explain(e))
+        do { m = try VoicePackManifest(json: try JSONValue.parse(bytes)) } catch let e as JSONError {
+            throw VoicePackError(path: path, message: "not valid JSON: \(e)")
+        } catch let e as VoicePackError {
+            throw VoicePackError(path: path, message: e.message)
         } catch {
-            throw VoicePackError(path: path, message: "not valid JSON")
+            throw VoicePackError(path: path, message: "\(error)")
         }
         if let problem = m.problem { throw VoicePackError(path: path, message: problem) }
         return m
+    }
+
+    /// The manifest's fields from its JSON (keys as in docs/voice-packs.md;
+    /// unknown keys are ignored, `null` is an absent optional).
+    init(json: JSONValue) throws(VoicePackError) {
+        guard case .object = json else { throw Self.problem("the top level must be an object, not \(json.kindDescription)") }
+        let format = try Self.member(json, "format", "")
+        guard case .object = format else { throw Self.problem("'format' must be an object, not \(format.kindDescription)") }
+        formatVersion = try Self.int(json, "format_version")
+        name = try Self.string(json, "name")
+        language = try Self.string(json, "language")
+        grammar = try Self.string(json, "grammar")
+        currency = try Self.optionalString(json, "currency")
+        fallback = try Self.optionalString(json, "fallback")
+        self.format = Format(codec: try Self.string(format, "codec", "format."), sampleRate: try Self.int(format, "sample_rate", "format."),
+                             channels: try Self.int(format, "channels", "format."))
+        if let gap = json["gap_ms"], gap != .null { gapMs = try Self.int(json, "gap_ms") } else { gapMs = nil }
+        source = try Self.optionalString(json, "source")
+        guard case .object(let members) = try Self.member(json, "clips", "") else {
+            throw Self.problem("'clips' must be an object of clip names and file names")
+        }
+        var clips: [String: String] = [:]
+        for (clip, file) in members {
+            guard case .string(let f) = file else { throw Self.problem("'clips.\(clip)' must be a string, not \(file.kindDescription)") }
+            clips[clip] = f
+        }
+        self.clips = clips
+    }
+
+    private static func problem(_ message: String) -> VoicePackError { VoicePackError(path: "", message: message) }
+
+    private static func member(_ object: JSONValue, _ key: String, _ prefix: String) throws(VoicePackError) -> JSONValue {
+        guard let v = object[key], v != .null else { throw problem("key '\(prefix)\(key)' is missing") }
+        return v
+    }
+
+    private static func string(_ object: JSONValue, _ key: String, _ prefix: String = "") throws(VoicePackError) -> String {
+        let v = try member(object, key, prefix)
+        guard case .string(let s) = v else { throw problem("'\(prefix)\(key)' must be a string, not \(v.kindDescription)") }
+        return s
+    }
+
+    private static func optionalString(_ object: JSONValue, _ key: String) throws(VoicePackError) -> String? {
+        guard let v = object[key], v != .null else { return nil }
+        guard case .string(let s) = v else { throw problem("'\(key)' must be a string or null, not \(v.kindDescription)") }
+        return s
+    }
+
+    private static func int(_ object: JSONValue, _ key: String, _ prefix: String = "") throws(VoicePackError) -> Int {
+        let v = try member(object, key, prefix)
+        guard case .number(let text) = v else { throw problem("'\(prefix)\(key)' must be a whole number, not \(v.kindDescription)") }
+        guard let n = Int(text) else { throw problem("'\(prefix)\(key)' must be a whole number, not \(text)") }
+        return n
     }
 
     /// The grammar this pack speaks; `load` guarantees it exists.
@@ -77,18 +122,6 @@ public struct VoicePackManifest: Codable, Sendable, Equatable {
 
     static let sampleRates = [8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000]
 
-    private static func explain(_ e: DecodingError) -> String {
-        func at(_ path: [any CodingKey]) -> String {
-            path.isEmpty ? "the top level" : "'" + path.map { $0.intValue.map(String.init) ?? $0.stringValue }.joined(separator: ".") + "'"
-        }
-        switch e {
-        case .keyNotFound(let key, let c): return "key \(at(c.codingPath + [key])) is missing"
-        case .typeMismatch(let type, let c): return "\(at(c.codingPath)) must be a \(type)"
-        case .valueNotFound(let type, let c): return "\(at(c.codingPath)) must be a \(type), not null"
-        case .dataCorrupted(let c): return c.codingPath.isEmpty ? "not valid JSON" : "\(at(c.codingPath)) is invalid"
-        @unknown default: return "not a valid manifest"
-        }
-    }
 }
 
 public struct VoicePackError: Error, Sendable, Equatable, CustomStringConvertible {

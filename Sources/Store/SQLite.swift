@@ -61,7 +61,16 @@ final class Connection {
         }
         db = handle
     }
-    deinit { sqlite3_close_v2(db) }
+    deinit { if !isClosed { sqlite3_close_v2(db) } }
+
+    /// Closed by `close()`: `db` must not be used any more.
+    private(set) var isClosed = false
+
+    func close() {
+        guard !isClosed else { return }
+        sqlite3_close_v2(db)
+        isClosed = true
+    }
 
     /// Runs one statement with `args` bound to its `?` parameters, in order,
     /// to the end (its rows, if any, are ignored).

@@ -175,6 +175,16 @@ public final class Store: Sendable {
         checkpointer?.close()
     }
 
+    /// Closes both connections now, whoever still holds this store (a
+    /// flush under way, a reader): every later call throws SQLITE_MISUSE.
+    /// Before another file takes this path (Storage's restore): a
+    /// connection left open on the old file could delete, or worse
+    /// recover, a -wal of the same name.
+    public func close() {
+        checkpointer?.close()
+        connection.withLock { (c: inout sending Connection) in c.close() }
+    }
+
     /// Makes everything committed so far durable: one fdatasync of the WAL
     /// (or the end of one that started after the last commit), without the
     /// connection's lock.
@@ -512,7 +522,10 @@ public final class Store: Sendable {
 
     /// Runs `body` with the connection, holding the lock.
     private func locked<T: Sendable>(_ body: (Connection) throws(StoreError) -> T) throws(StoreError) -> T {
-        try connection.withLock { (c: inout sending Connection) throws(StoreError) -> T in try body(c) }
+        try connection.withLock { (c: inout sending Connection) throws(StoreError) -> T in
+            guard !c.isClosed else { throw StoreError(call: "store(\(path))", code: SQLITE_MISUSE, message: "the store was closed") }
+            return try body(c)
+        }
     }
 
     /// Runs `body` (which writes) holding the lock, then, unless `flush` is

@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Soundbox
 @testable import SoundboxStore
 import Testing
@@ -52,5 +53,20 @@ import Testing
         _ = try store.accept(pay("AFTER"), now: t0, dedupSince: 0)
         #expect(store.walFrames < 50, "the WAL did not start again")
         #expect(try Store(path: tmp.path).pendingCount() == i + 1)
+    }
+}
+
+extension WALTests {
+    /// `close` lets go of the file at once, whoever still holds the store:
+    /// the last connection's close removes the -wal, and later calls throw.
+    @Test func closeLetsGoAtOnce() throws {
+        let store = try Store(path: tmp.path)
+        _ = try store.accept(pay("T1"), now: t0, dedupSince: 0)
+        let held = store   // as a flush under way would hold it
+        store.close()
+        #expect(access(tmp.path + "-wal", F_OK) != 0, "the -wal is still there")
+        #expect(throws: StoreError.self) { try held.pendingCount() }
+        #expect(throws: StoreError.self) { _ = try held.accept(pay("T2"), now: t0, dedupSince: 0) }
+        #expect(try Store(path: tmp.path).pendingCount() == 1)
     }
 }

@@ -85,7 +85,7 @@ func daemonBench(voices: String) throws {
     Thread.sleep(forTimeInterval: 10)
     let a1 = activity(p)
 
-    // Durable ingest over the control socket, one fsync'd transaction each
+    // Durable ingest over the control socket, one flushed transaction each
     // (the scheduler speaks them meanwhile on the instant null output).
     let connection = try ControlConnection.open(socket, timeout: 30)
     let n = 2000
@@ -107,6 +107,6 @@ func daemonBench(voices: String) throws {
     print("soundboxd start to READY:       median \(String(format: "%.1f", median(starts) * 1000)) ms, max \(String(format: "%.1f", starts.max()! * 1000)) ms   (goal < 300 ms)")
     print("RSS idle, packs loaded:         \(String(format: "%.1f", Double(idleRSS) / 1024)) MB   (goal <= 20 MB)")
     print("idle over 10 s:                 \(String(format: "%.1f", Double(a1.switches - a0.switches) / 10)) wakeups/s, \(a1.ticks - a0.ticks) CPU ticks   (goal < 1 wakeup/s)")
-    print("durable ingest (say, fsync):    \(Int(rate)) payments/s over \(n)   (goal >= 500/s)")
+    print("durable ingest (say, flushed):  \(Int(rate)) payments/s over \(n)   (goal >= 500/s)")
     print("RSS with \(depth) queued:         \(String(format: "%.1f", Double(queuedRSS) / 1024)) MB")
 }

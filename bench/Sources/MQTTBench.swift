@@ -80,7 +80,7 @@ final class BenchRig {
         backend.wait(timeout: 5) { !$0.online }
     }
 
-    /// Publish → first PCM frame to ALSA, one payment at a time: `n`
+    /// Publish → first audible sample handed to ALSA, one payment at a time: `n`
     /// payments named PREFIX0…, each message made by `message(id, amount)`.
     /// Sorted latencies in ms.
     func latencies(_ n: Int, prefix: String,
@@ -114,7 +114,7 @@ func percentiles(_ sorted: [Double]) -> String {
     return "p50 \(pct(0.5)), p99 \(pct(0.99)), max \(pct(1))"
 }
 
-/// Publish → first PCM frame to ALSA (the `null` PCM), over a loopback
+/// Publish → first audible sample handed to ALSA (the `null` PCM), over a loopback
 /// mosquitto, one payment at a time; then a backlog of 5,000 published
 /// while soundboxd is down, timed from its start until all are durable
 /// (their `queued` receipts have reached the backend).
@@ -123,6 +123,12 @@ func mqttBench(voices: String) throws {
     try rig.startDaemon()
     // 1. Latency, one payment at a time.
     let latencies = try rig.latencies(1000, prefix: "L") { id, amount in #"{"id":"\#(id)","amount":"\#(amount)"}"# }
+
+    // Idle while connected (keep-alive 30 s): context switches of all its threads over 20 s.
+    Thread.sleep(forTimeInterval: 2)
+    let idle0 = contextSwitches(rig.daemon!.processIdentifier)
+    Thread.sleep(forTimeInterval: 20)
+    let idleSwitches = contextSwitches(rig.daemon!.processIdentifier) - idle0
 
     // 2. Backlog: 5,000 while soundboxd is down (its session keeps them).
     rig.stopDaemon()
@@ -134,8 +140,22 @@ func mqttBench(voices: String) throws {
     let drain = Double(nowUs() - t0) / 1e6
     rig.stopDaemon()
 
-    print("publish -> first PCM frame (\(latencies.count) payments): \(percentiles(latencies))   (goal p50 <= 5 ms, p99 <= 20 ms)")
+    print("publish -> first audible sample (\(latencies.count) payments): \(percentiles(latencies))   (goal p50 <= 5 ms, p99 <= 20 ms)")
+    print("idle, connected (keep-alive 30 s): \(idleSwitches) context switches of all threads over 20 s")
     print("backlog of 5000 while offline: all durable \(String(format: "%.2f", drain)) s after start = \(Int(5000 / drain))/s   (goal >= 500/s)")
+}
+
+/// Context switches (voluntary and not) of all threads of `pid`.
+func contextSwitches(_ pid: Int32) -> Int {
+    let base = "/proc/\(pid)/task"
+    var n = 0
+    for task in (try? FileManager.default.contentsOfDirectory(atPath: base)) ?? [] {
+        let status = (try? String(contentsOfFile: "\(base)/\(task)/status", encoding: .utf8)) ?? ""
+        for line in status.split(separator: "\n") where line.contains("ctxt_switches") {
+            n += Int(line.split(separator: "\t").last ?? "") ?? 0
+        }
+    }
+    return n
 }
 
 func nowUs() -> Int64 {

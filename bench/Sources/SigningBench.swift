@@ -3,7 +3,7 @@ import Soundbox
 import SoundboxCrypto
 
 /// Signed payments (docs/signing.md): what verifying one costs, in
-/// process, and the publish → first PCM frame latency with signing off and
+/// process, and the publish → first audible sample latency with signing off and
 /// required, in one run against the same broker.
 func signingBench(voices: String) throws {
     let rig = try BenchRig(name: "signing", voices: voices)
@@ -56,6 +56,6 @@ func signingBench(voices: String) throws {
     try rig.startDaemon()
     let on = try rig.latencies(500, prefix: "ON", message: signed)
     rig.stopDaemon()
-    print("publish -> first PCM frame, signing off (\(off.count)):      \(percentiles(off))")
-    print("publish -> first PCM frame, signing required (\(on.count)): \(percentiles(on))")
+    print("publish -> first audible sample, signing off (\(off.count)):      \(percentiles(off))")
+    print("publish -> first audible sample, signing required (\(on.count)): \(percentiles(on))")
 }

@@ -1,7 +1,7 @@
 // soundbox-bench: numbers for the closing notes (bench/README.md).
 //   soundbox-bench announce [VOICES_DIR]   the announce path
 //   soundbox-bench daemon [VOICES_DIR]     soundboxd: ingest rate, RSS, idle wakeups, start time
-//   soundbox-bench mqtt [VOICES_DIR]       publish → first PCM frame latency; offline backlog drain
+//   soundbox-bench mqtt [VOICES_DIR]       publish → first audible sample latency; idle wake-ups; offline backlog drain
 //   soundbox-bench signing [VOICES_DIR]    verification cost; latency with signing off and required
 //   soundbox-bench flush [VOICES_DIR]      the same latency, flushes and bytes per payment, a backlog: with flushes 0/10/30 ms slower
 import Foundation
