@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generate Tests/SoundboxTests/ReferenceTables.swift from the reference libraries.
 
-    pip install cn2an num2words
+    pip install cn2an num2words indic-numtowords
     python3 scripts/reference-tables.py > Tests/SoundboxTests/ReferenceTables.swift
 
 Each table row maps an amount text (exact decimal, at most 2 decimals,
@@ -32,6 +32,18 @@ into spaces, in the sentence
     lang="en_IN") below 10^10, and that 12345 crore reads "twelve thousand
     three hundred and forty five crore".
 
+hi-IN: the words of AI4Bharat's indic-numtowords (num2words(n, lang="hi")),
+the published list of Hindi numerals (https://github.com/AI4Bharat/indic-numtowords,
+MIT), in the sentence
+    [<words of R> "रुपये"|"रुपया"] [["और"] <words of P> "पैसे"|"पैसा"]
+("रुपया" when R == 1, "पैसा" when P == 1, "और" only when R > 0).
+
+    अरब extension. indic-numtowords 1.1.0 reads up to 99,99,99,999 (it fails
+    from 10^9 on). We read 10^9 as अरब, its multiplier (up to 999) and the
+    rest with the library's own words: 1,23,45,67,890 -> एक अरब तेईस करोड़
+    पैंतालीस लाख सड़सठ... as the library's words of 1 + अरब + its words of
+    234567890. The script checks the library below 10^9 against hand rows.
+
 The output is deterministic (the random amounts use a fixed seed).
 """
 
@@ -42,6 +54,7 @@ from decimal import Decimal
 from importlib.metadata import version
 
 import cn2an
+from indic_numtowords import num2words as hi_num2words
 from num2words import num2words
 from num2words.lang_EN_IN import Num2Word_EN_IN
 
@@ -57,6 +70,7 @@ HARD_CASES = """
 RANDOM_PER_GRAMMAR = 20
 SEED_ZH = 20240601
 SEED_EN = 20240602
+SEED_HI = 20261202
 
 MAX_AMOUNT = 10**12
 
@@ -167,6 +181,29 @@ def en_clips(text):
     return " ".join(parts)
 
 
+# ---------------------------------------------------------------- hi-IN
+
+ARAB = 10**9
+
+
+def hi_words(n):
+    if n >= ARAB:
+        rest = n % ARAB
+        return hi_words(n // ARAB) + " अरब" + (" " + hi_words(rest) if rest else "")
+    return hi_num2words(n, lang="hi")
+
+
+def hi_clips(text):
+    whole, minor = parse(text)
+    parts = []
+    if whole:
+        parts.append(hi_words(whole) + (" रुपया" if whole == 1 else " रुपये"))
+    if minor:
+        paise = hi_words(minor) + (" पैसा" if minor == 1 else " पैसे")
+        parts.append(("और " if whole else "") + paise)
+    return " ".join(parts)
+
+
 # ---------------------------------------------------------------- amounts
 
 def random_amounts(seed, count, exclude):
@@ -200,8 +237,6 @@ def self_check():
         "1000001000": "十 亿 零 一 千 元",
         "123456789.12": "一 亿 二 千 三 百 四 十 五 万 六 千 七 百 八 十 九 点 一 二 元",
     }
-    for text, want in hand_zh.items():
-        assert zh_clips(text) == want, (text, zh_clips(text), want)
     hand_en = {
         "120000.50": "rupees one lakh twenty thousand and fifty paise",
         "1.00": "rupee one",
@@ -211,8 +246,26 @@ def self_check():
         "101.50": "rupees one hundred and one and fifty paise",
         "123450000000": "rupees twelve thousand three hundred and forty five crore",
     }
-    for text, want in hand_en.items():
-        assert en_clips(text) == want, (text, en_clips(text), want)
+    hand_hi = {
+        "1.00": "एक रुपया",
+        "0.01": "एक पैसा",
+        "0.05": "पाँच पैसे",
+        "1.01": "एक रुपया और एक पैसा",
+        "99": "निन्यानवे रुपये",
+        "100": "एक सौ रुपये",
+        "101.50": "एक सौ एक रुपये और पचास पैसे",
+        "1000": "एक हज़ार रुपये",
+        "99999": "निन्यानवे हज़ार नौ सौ निन्यानवे रुपये",
+        "100000": "एक लाख रुपये",
+        "120000.50": "एक लाख बीस हज़ार रुपये और पचास पैसे",
+        "10000000": "एक करोड़ रुपये",
+        "123456789": "बारह करोड़ चौंतीस लाख छप्पन हज़ार सात सौ नवासी रुपये",
+        "1000000000": "एक अरब रुपये",
+        "999999999999.99": "नौ सौ निन्यानवे अरब निन्यानवे करोड़ निन्यानवे लाख निन्यानवे हज़ार नौ सौ निन्यानवे रुपये और निन्यानवे पैसे",
+    }
+    for hand, clips in [(hand_zh, zh_clips), (hand_en, en_clips), (hand_hi, hi_clips)]:
+        for text, want in hand.items():
+            assert clips(text) == want, (text, clips(text), want)
     # The MAXVAL extension agrees with plain num2words below its limit.
     for n in [1, 99, 100050, 9999999999, 10**9, 1234567891]:
         assert EN_IN.to_cardinal(n) == num2words(n, lang="en_IN"), n
@@ -236,20 +289,23 @@ def main():
     assert len(HARD_CASES) == len(set(HARD_CASES))
     zh_amounts = HARD_CASES + random_amounts(SEED_ZH, RANDOM_PER_GRAMMAR, set(HARD_CASES))
     en_amounts = HARD_CASES + random_amounts(SEED_EN, RANDOM_PER_GRAMMAR, set(HARD_CASES))
+    hi_amounts = HARD_CASES + random_amounts(SEED_HI, RANDOM_PER_GRAMMAR, set(HARD_CASES))
     zh_rows = [(a, zh_clips(a)) for a in zh_amounts]
     en_rows = [(a, en_clips(a)) for a in en_amounts]
+    hi_rows = [(a, hi_clips(a)) for a in hi_amounts]
     for a, clips in zh_rows:
         assert clips == zh_independent(a), (a, clips, zh_independent(a))
 
     out = [
-        f"// Generated by scripts/reference-tables.py from cn2an {version('cn2an')} (low) "
-        f"and num2words {version('num2words')} (en_IN). Do not edit.",
-        "// Regenerate: pip install cn2an num2words && "
+        f"// Generated by scripts/reference-tables.py from cn2an {version('cn2an')} (low), "
+        f"num2words {version('num2words')} (en_IN) and indic-numtowords {version('indic-numtowords')} (hi). Do not edit.",
+        "// Regenerate: pip install cn2an num2words indic-numtowords && "
         "python3 scripts/reference-tables.py > Tests/SoundboxTests/ReferenceTables.swift",
         "enum ReferenceTables {",
     ]
     out += table("zhCN", "amount text → zh-CN clips after the prefix", zh_rows)
     out += table("enIN", "amount text → en-IN clips after the prefix", en_rows)
+    out += table("hiIN", "amount text → hi-IN clips after the prefix", hi_rows)
     out.append("}")
     sys.stdout.write("\n".join(out) + "\n")
 

@@ -45,10 +45,8 @@ final class Ingest: Sendable {
         if payment.amount > config[.paymentMaxAmount] {
             return reject(payment.id, AmountError.aboveLimit(config[.paymentMaxAmount]).description)
         }
-        // Read in a currency the pack knows, never with another currency's word.
-        guard let reader = voices.catalog.reader(lang: payment.lang, currency: payment.currency, defaultPack: config[.voiceLang]) else {
-            return reject(payment.id, voices.catalog.unreadable(payment.currency ?? "?", from: payment.lang.flatMap(voices.catalog.canonical) ?? config[.voiceLang]))
-        }
+        // Read in a currency a pack knows (else chimed), never with another currency's word.
+        let reader = voices.catalog.reader(lang: payment.lang, currency: payment.currency, defaultPack: config[.voiceLang])
         if let missing = reader.missing { voices.noteMissing(missing) }
         let now = SystemClock.nowMs()
         let dedupSince = now - Int64(config[.queueRetentionDays]) * 86_400_000

@@ -152,7 +152,11 @@ final class Scheduler: Service, @unchecked Sendable {
             Failpoint.hit("after_speaking")
             switch result {
             case .success(.completed):
-                finish(item, .played, nil)
+                let chimed = item.payment.currency.flatMap { currency in
+                    voices.catalog.reader(lang: item.payment.lang, currency: currency, defaultPack: config[.voiceLang]).chime
+                        ? voices.catalog.chimeReason(currency) : nil
+                }
+                finish(item, .played, chimed)
             case .success(.interrupted) where stopping.load(ordering: .relaxed):
                 // Left `playing`: spoken again after the restart.
                 log.info("interrupted", ["id": item.payment.id])
@@ -212,29 +216,34 @@ final class Scheduler: Service, @unchecked Sendable {
     /// - Parameter mutable: whether turning mute on cuts it.
     private func speak(_ p: Payment, config: Config, mutable: Bool) -> Result<PlayOutcome, AudioError> {
         let volume = AnnounceVolume.level(user: config[.audioVolume], minimum: config[.audioMinVolume], muted: false)!
-        guard let reader = voices.catalog.reader(lang: p.lang, currency: p.currency, defaultPack: config[.voiceLang]) else {
-            // voice.lang changed since it was accepted and no pack reads its currency now.
-            log.warning("currency_unreadable", ["id": p.id, "currency": p.currency ?? "-"])
-            return play(["?"], lang: config[.voiceLang], volume: volume, mutable: mutable)
-        }
+        let reader = voices.catalog.reader(lang: p.lang, currency: p.currency, defaultPack: config[.voiceLang])
         if let missing = reader.missing { voices.noteMissing(missing) }
+        if reader.chime {
+            // The last step of the fallback chain: a payment, but no pack reads its currency.
+            log.warning("currency_unreadable", ["id": p.id, "currency": p.currency ?? "-"])
+            return play(nil, lang: reader.pack, volume: volume, mutable: mutable)
+        }
         let clips = voices.pack(reader.pack, from: bank)?.grammar.announcement(p.amount, channel: p.channel) ?? ["?"]
         log.debug("clips", ["id": p.id, "pack": reader.pack, "clips": clips.joined(separator: " ")])
         return play(clips, lang: reader.pack, volume: volume, mutable: mutable)
     }
 
-    private func play(_ clips: [String], lang: String, volume: Int, mutable: Bool) -> Result<PlayOutcome, AudioError> {
-        let samples: [Int16]
-        do {
-            let r = try bank.render(clips, pack: lang, volume: volume)
-            for s in r.substitutions {
-                log.warning("clip_substituted", ["clip": s.clip, "pack": lang, "from": s.pack ?? "chime"])
+    /// Plays `clips` of pack `lang`; nil: the chime.
+    private func play(_ clips: [String]?, lang: String, volume: Int, mutable: Bool) -> Result<PlayOutcome, AudioError> {
+        var samples = bank.chime
+        if let clips {
+            do {
+                let r = try bank.render(clips, pack: lang, volume: volume)
+                for s in r.substitutions {
+                    log.warning("clip_substituted", ["clip": s.clip, "pack": lang, "from": s.pack ?? "chime"])
+                }
+                samples = r.samples
+            } catch {
+                // No usable voice pack at all: the chime still says "a payment".
+                log.error("voice_unavailable", ["pack": lang, "error": error.description])
             }
-            samples = r.samples
-        } catch {
-            // No usable voice pack at all: the chime still says "a payment".
-            log.error("voice_unavailable", ["pack": lang, "error": error.description])
-            samples = bank.chime
+        } else {
+            Volume.apply(volume, to: &samples)
         }
         status.withLock { $0.speaking = true }
         defer { status.withLock { $0.speaking = false } }

@@ -55,7 +55,7 @@ extension Grammar {
 
 /// The grammars this build knows, by name.
 public enum Grammars {
-    public static let all: [any Grammar] = [ChineseGrammar(), IndianEnglishGrammar()]
+    public static let all: [any Grammar] = [ChineseGrammar(), IndianEnglishGrammar(), HindiGrammar()]
 
     public static func named(_ name: String) -> (any Grammar)? {
         all.first { $0.name == name }

@@ -44,41 +44,49 @@ public struct VoiceCatalog: Sendable {
 
     /// Which pack reads a payment, and why it is not the one asked for.
     public struct Reader: Sendable, Equatable {
-        /// The pack that speaks it.
+        /// The pack that speaks it (the chime's words around it: none).
         public var pack: String
         /// The `lang` the payment asked for when it is not installed (it is
         /// then read by the default pack): for status and doctor.
         public var missing: String?
+        /// No installed pack reads the payment's currency: it is announced
+        /// with the chime, never with another currency's word.
+        public var chime: Bool
+
+        public init(pack: String, missing: String? = nil, chime: Bool = false) {
+            self.pack = pack; self.missing = missing; self.chime = chime
+        }
     }
 
-    /// The pack for a payment in `lang` (nil: `defaultPack`) and `currency`
-    /// (nil: the pack's own): the asked-for pack if installed, else the
-    /// default; if that pack reads another currency, the first pack along
-    /// its fallback chain that reads this one. Nil when no pack on that way
-    /// reads the currency: the payment must be refused, never read with
-    /// another currency's word.
-    public func reader(lang: String?, currency: String?, defaultPack: String) -> Reader? {
+    /// The pack for a payment in `lang` (nil: `defaultPack`, voice.lang) and
+    /// `currency` (nil: the pack's own), along the fallback chain
+    /// (docs/grammars.md): the payment's `lang` if installed, else
+    /// voice.lang — each with the packs its manifest falls back to — as
+    /// long as it reads the currency; else any installed pack that reads it
+    /// (by name); else the chime.
+    public func reader(lang: String?, currency: String?, defaultPack: String) -> Reader {
         var missing: String?
-        var start = defaultPack
+        var first = defaultPack
         if let lang {
-            if let found = canonical(lang) { start = found } else { missing = lang }
+            if let found = canonical(lang) { first = found } else { missing = lang }
         }
-        guard let currency else { return Reader(pack: start, missing: missing) }
-        var seen: Set<String> = []
-        var current: String? = start
-        while let pack = current, seen.insert(pack).inserted {
-            if self.currency(of: pack) == currency { return Reader(pack: pack, missing: missing) }
-            current = packs[pack]?.fallback
+        guard let currency else { return Reader(pack: first, missing: missing) }
+        for start in [first, defaultPack] {
+            var seen: Set<String> = []
+            var current: String? = start
+            while let pack = current, seen.insert(pack).inserted {
+                if self.currency(of: pack) == currency { return Reader(pack: pack, missing: missing) }
+                current = packs[pack]?.fallback
+            }
         }
-        // The default pack itself not installed: nothing can be checked; the chime will say "a payment".
-        if packs[start] == nil { return Reader(pack: start, missing: missing) }
-        return nil
+        if let any = names.first(where: { self.currency(of: $0) == currency }) { return Reader(pack: any, missing: missing) }
+        return Reader(pack: first, missing: missing, chime: true)
     }
 
-    /// Why `currency` cannot be read starting from `pack`, for a rejection.
-    public func unreadable(_ currency: String, from pack: String) -> String {
+    /// Why a payment in `currency` is announced with the chime (no pack reads it).
+    public func chimeReason(_ currency: String) -> String {
         let readers = names.compactMap { name in self.currency(of: name).map { "\(name) reads \($0)" } }
-        return "currency \(currency) cannot be read by the \(pack) voice pack or its fallbacks (\(readers.joined(separator: ", ")))"
+        return "chime: no installed voice pack reads \(currency) (\(readers.isEmpty ? "none installed" : readers.joined(separator: ", ")))"
     }
 }
 

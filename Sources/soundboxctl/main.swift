@@ -55,7 +55,7 @@ let usage = """
                       beside this program: ../share/soundbox/voices or the checkout's voices/)
       --socket PATH   soundboxd's control socket (default: $SOUNDBOX_SOCKET, else
                       control.socket, else /run/soundbox/control.sock)
-      --lang L        voice pack / language (default voice.lang: zh-CN); zh-CN, en-IN
+      --lang L        voice pack / language (default voice.lang: zh-CN); zh-CN, en-IN, hi-IN
       --channel C     alipay, wechat or other (picks the opening words); local: the
                       test words a `say` opens with
       --volume N      0-10 (default audio.volume: 6)

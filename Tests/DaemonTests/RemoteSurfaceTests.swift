@@ -87,7 +87,7 @@ func residentKB(_ pid: Int32) -> Int {
             let r = try d.request("config", "set", "voice.lang", bad)
             #expect(r.ack != nil, "\(bad)")
             if !bad.isEmpty && !bad.contains("/") {
-                #expect(r.ack?.message.contains("an installed voice pack (en-IN, zh-CN)") == true, "\(r.ack?.message ?? "")")
+                #expect(r.ack?.message.contains("an installed voice pack (en-IN, hi-IN, zh-CN)") == true, "\(r.ack?.message ?? "")")
             }
             #expect(try d.request("say", "1", "--lang", bad).ack != nil, "\(bad)")
         }
@@ -99,13 +99,13 @@ func residentKB(_ pid: Int32) -> Int {
         #expect((link.backend.applied.first?["rejected"] as? [String: String])?["voice.lang"] != nil)
 
         // A payment asking for a pack that is not here is read by voice.lang, and status and doctor say so.
-        try link.backend.pay(#"{"id":"V2","amount":"3.00","lang":"hi-IN"}"#)
+        try link.backend.pay(#"{"id":"V2","amount":"3.00","lang":"ta-IN"}"#)
         #expect(link.backend.waitForReceipts(["V1", "V2"], ["played"]))
-        #expect(try d.request("status")["voices_missing"] == "hi-IN")
+        #expect(try d.request("status")["voices_missing"] == "ta-IN")
         let doctor = try d.request("doctor").pairs.records(startingWith: "check")
         let voice = try #require(doctor.first { $0.first?.value == "voice" })
         #expect(voice.first { $0.key == "status" }?.value == "warn")
-        #expect(voice.first { $0.key == "detail" }?.value.contains("hi-IN") == true)
+        #expect(voice.first { $0.key == "detail" }?.value.contains("ta-IN") == true)
         #expect(try d.request("config", "get", "voice.lang")["voice.lang"] == "en-IN")
         #expect(d.stop().0 == 0)
     }
@@ -143,7 +143,7 @@ func residentKB(_ pid: Int32) -> Int {
         try "voice.dir = \(Build.root)/voices\nvoice.lang = xx\n".write(toFile: conf, atomically: true, encoding: .utf8)
         let run = try CommandRun([Build.soundboxd, "--config", conf, "--check-config"])
         #expect(run.status == 78)
-        #expect(run.stderr == "soundboxd: \(conf):2: voice.lang = 'xx' is not allowed; expected an installed voice pack (en-IN, zh-CN in \(Build.root)/voices)\n")
+        #expect(run.stderr == "soundboxd: \(conf):2: voice.lang = 'xx' is not allowed; expected an installed voice pack (en-IN, hi-IN, zh-CN in \(Build.root)/voices)\n")
     }
 
     /// A payment or command that arrives retained (the broker hands out
@@ -211,24 +211,35 @@ func residentKB(_ pid: Int32) -> Int {
         #expect(logLines(daemon.log(run: 1)).contains { $0.event == "restart_needed" && $0["keys"] == "audio.wav_file" })
     }
 
-    /// A currency no installed pack reads is refused, never read as 元;
-    /// `amount_minor` must be an integer.
-    @Test func currenciesNoPackReadsAreRejected() throws {
-        let link = try Link()
+    /// The fallback chain end to end (docs/grammars.md): a payment's lang,
+    /// else voice.lang, else any pack that reads its currency, else the
+    /// chime — never another currency's word; `amount_minor` must be an
+    /// integer.
+    @Test func theFallbackChainEndToEnd() throws {
+        let link = try Link(config: ["log.level": "debug"])
         try link.start()
         let b = link.backend
-        try b.pay(#"{"id":"U1","amount":"5","currency":"USD"}"#)
-        try b.pay(#"{"id":"U2","amount":"5","currency":"CNY","lang":"en-IN"}"#)
-        try b.pay(#"{"id":"U3","amount":"5","currency":"INR","lang":"en-IN"}"#)
-        try b.pay(#"{"id":"U4","amount_minor":"500"}"#)
-        try b.pay(#"{"id":"U5","amount":"5","currency":"CNY"}"#)
-        #expect(b.waitForReceipts(["U1", "U2", "U4"], ["rejected"]))
-        #expect(b.waitForReceipts(["U3", "U5"], ["played"]))
-        func reason(_ id: String) -> String { b.receipts.first { $0["id"] as? String == id && $0["status"] as? String == "rejected" }?["reason"] as? String ?? "" }
-        #expect(reason("U1").hasPrefix("currency USD cannot be read by the zh-CN voice pack"))
-        #expect(reason("U2").hasPrefix("currency CNY cannot be read by the en-IN voice pack"))
-        #expect(reason("U4").hasPrefix("amount_minor must be an integer"))
+        try b.pay(#"{"id":"U1","amount":"5","currency":"INR","lang":"hi-IN"}"#)     // its lang
+        try b.pay(#"{"id":"U2","amount":"5","lang":"ta-IN"}"#)                        // not installed: voice.lang
+        try b.pay(#"{"id":"U3","amount":"5","currency":"CNY","lang":"en-IN"}"#)     // en-IN reads INR: voice.lang
+        try b.pay(#"{"id":"U4","amount":"5","currency":"INR"}"#)                      // voice.lang reads CNY: any pack
+        try b.pay(#"{"id":"U5","amount":"5","currency":"USD"}"#)                      // no pack: the chime
+        try b.pay(#"{"id":"U6","amount_minor":"500"}"#)
+        #expect(b.waitForReceipts(["U6"], ["rejected"]))
+        #expect(b.waitForReceipts(["U1", "U2", "U3", "U4", "U5"], ["played"]))
+        func receipt(_ id: String, _ status: String) -> [String: Any]? {
+            b.receipts.first { $0["id"] as? String == id && $0["status"] as? String == status }
+        }
+        #expect((receipt("U6", "rejected")?["reason"] as? String)?.hasPrefix("amount_minor must be an integer") == true)
+        #expect(receipt("U5", "played")?["reason"] as? String
+                == "chime: no installed voice pack reads USD (en-IN reads INR, hi-IN reads INR, zh-CN reads CNY)")
+        #expect(receipt("U4", "played")?["reason"] == nil)
         #expect(link.daemon.stop().0 == 0)
+        let clips = logLines(link.daemon.log(run: 1)).filter { $0.event == "clips" }
+        func pack(_ id: String) -> String? { clips.first { $0["id"] == id }?["pack"] }
+        #expect([pack("U1"), pack("U2"), pack("U3"), pack("U4")] == ["hi-IN", "zh-CN", "zh-CN", "en-IN"])
+        #expect(pack("U5") == nil, "chimed, no clips")
+        #expect(logLines(link.daemon.log(run: 1)).contains { $0.event == "currency_unreadable" && $0["id"] == "U5" })
     }
 }
 

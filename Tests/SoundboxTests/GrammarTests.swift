@@ -5,6 +5,7 @@ import TestSupport
 private func amount(_ text: String) throws -> Amount { try Amount.parse(text, max: .wordsMax) }
 private let zh = ChineseGrammar()
 private let en = IndianEnglishGrammar()
+private let hi = HindiGrammar()
 
 @Suite struct ChineseGrammarTests {
     /// DESIGN §3, row by row.
@@ -52,6 +53,30 @@ private let en = IndianEnglishGrammar()
     }
 }
 
+@Suite struct HindiGrammarTests {
+    /// The boundaries of the Indian grouping, and singular रुपया / पैसा.
+    @Test(arguments: [
+        ("99", "निन्यानवे रुपये"), ("100", "एक सौ रुपये"), ("999", "नौ सौ निन्यानवे रुपये"),
+        ("1000", "एक हज़ार रुपये"), ("99999", "निन्यानवे हज़ार नौ सौ निन्यानवे रुपये"),
+        ("100000", "एक लाख रुपये"), ("9999999", "निन्यानवे लाख निन्यानवे हज़ार नौ सौ निन्यानवे रुपये"),
+        ("10000000", "एक करोड़ रुपये"), ("999999999", "निन्यानवे करोड़ निन्यानवे लाख निन्यानवे हज़ार नौ सौ निन्यानवे रुपये"),
+        ("1000000000", "एक अरब रुपये"), ("100000001", "दस करोड़ एक रुपये"),
+        ("1.00", "एक रुपया"), ("0.01", "एक पैसा"), ("0.05", "पाँच पैसे"), ("1.01", "एक रुपया और एक पैसा"),
+        ("123.45", "एक सौ तेईस रुपये और पैंतालीस पैसे"),
+    ])
+    func groupingBoundaries(_ text: String, _ expected: String) throws {
+        #expect(hi.clips(for: try amount(text)).joined(separator: " ") == expected)
+    }
+
+    @Test func prefixPromptsAndSummary() throws {
+        #expect(hi.announcement(try amount("2"), channel: .other) == ["भुगतान_प्राप्त", "दो", "रुपये"])
+        #expect(hi.announcement(try amount("2"), channel: .local) == ["परीक्षण", "दो", "रुपये"])
+        #expect(hi.summary(count: 3, total: try amount("150")) == ["आज", "तीन", "भुगतान", "कुल", "एक", "सौ", "पचास", "रुपये"])
+        #expect(hi.summary(count: 0, total: Amount(minorUnits: 0)) == ["आज", "शून्य", "भुगतान"])
+        #expect(HindiGrammar.belowHundred.count == 100 && Set(HindiGrammar.belowHundred).count == 100)
+    }
+}
+
 /// Every word a grammar produces must be a clip it declares, or a voice
 /// pack could pass `voice check` and still miss a clip at announce time.
 @Test(arguments: Grammars.all.map(\.name))
@@ -70,12 +95,12 @@ func grammarsOnlyProduceDeclaredClips(_ name: String) throws {
 
 // MARK: - Property test: the words parse back to the same amount.
 
-/// The reference tables: cn2an's `low` reading and num2words' en_IN words
-/// (generated, see scripts/reference-tables.py).
-@Test(arguments: ["zh-CN", "en-IN"])
+/// The reference tables: cn2an's `low` reading, num2words' en_IN words and
+/// AI4Bharat indic-numtowords' Hindi (generated, see scripts/reference-tables.py).
+@Test(arguments: ["zh-CN", "en-IN", "hi-IN"])
 func referenceTable(_ name: String) throws {
     let g = try #require(Grammars.named(name))
-    let table = name == "zh-CN" ? ReferenceTables.zhCN : ReferenceTables.enIN
+    let table = ["zh-CN": ReferenceTables.zhCN, "en-IN": ReferenceTables.enIN, "hi-IN": ReferenceTables.hiIN][name]!
     #expect(table.count >= 60)
     for row in table {
         #expect(g.clips(for: try amount(row.amount)).joined(separator: " ") == row.clips, "\(row.amount)")
@@ -84,7 +109,7 @@ func referenceTable(_ name: String) throws {
 
 /// Property: over 100,000 random amounts the words parse back (with an
 /// independent reverse parser) to the same amount.
-@Test(arguments: [("zh-CN", parseChinese), ("en-IN", parseEnglish)] as [(String, @Sendable ([String]) -> Int64?)])
+@Test(arguments: [("zh-CN", parseChinese), ("en-IN", parseEnglish), ("hi-IN", parseHindi)] as [(String, @Sendable ([String]) -> Int64?)])
 func wordsParseBack(_ name: String, _ parse: @Sendable ([String]) -> Int64?) throws {
     let g = try #require(Grammars.named(name))
     var rng = SplitMix64(seed: 2026)
@@ -173,6 +198,39 @@ func parseEnglish(_ words: [String]) -> Int64? {
     if let unit = ws.last {
         guard unit == "paise" || unit == "paisa", let p = number(ws.dropLast()) else { return nil }
         guard (p == 1) == (unit == "paisa") else { return nil }
+        paise = p
+    }
+    return rupees * 100 + paise
+}
+
+/// Reverse of the hi-IN grammar: a word below one hundred adds its value;
+/// सौ multiplies what it follows; हज़ार, लाख and करोड़ close a group;
+/// अरब multiplies everything before it.
+func parseHindi(_ words: [String]) -> Int64? {
+    let small = Dictionary(uniqueKeysWithValues: HindiGrammar.belowHundred.enumerated().map { ($1, Int64($0)) })
+    let groups: [String: Int64] = ["हज़ार": 1000, "लाख": 100_000, "करोड़": 10_000_000]
+    func number<S: Collection<String>>(_ ws: S) -> Int64? {
+        guard !ws.isEmpty else { return nil }
+        var total: Int64 = 0, current: Int64 = 0
+        for w in ws {
+            if let v = small[w] { current += v }
+            else if w == "सौ" { current *= 100 }
+            else if let g = groups[w] { total += current * g; current = 0 }
+            else if w == "अरब" { total = (total + current) * 1_000_000_000; current = 0 }
+            else { return nil }
+        }
+        return total + current
+    }
+    var ws = words[...]
+    var rupees: Int64 = 0, paise: Int64 = 0
+    if let unit = ws.firstIndex(where: { $0 == "रुपया" || $0 == "रुपये" }) {
+        guard let r = number(ws[..<unit]), (r == 1) == (ws[unit] == "रुपया") else { return nil }
+        rupees = r
+        ws = ws[ws.index(after: unit)...]
+        if !ws.isEmpty { guard ws.first == "और" else { return nil }; ws = ws.dropFirst() }
+    }
+    if let unit = ws.last {
+        guard unit == "पैसा" || unit == "पैसे", let p = number(ws.dropLast()), (p == 1) == (unit == "पैसा") else { return nil }
         paise = p
     }
     return rupees * 100 + paise

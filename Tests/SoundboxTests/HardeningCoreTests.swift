@@ -230,7 +230,7 @@ import TestSupport
 
     @Test func onlyInstalledPacksByTheirNames() {
         let c = VoiceCatalog.scan(directory: Self.repoVoices)
-        #expect(c.names == ["en-IN", "zh-CN"])
+        #expect(c.names == ["en-IN", "hi-IN", "zh-CN"])
         #expect(c.canonical("zh-CN") == "zh-CN")
         #expect(c.canonical("zh-cn") == "zh-CN", "case does not make a second pack")
         for alias in ["zh-CN/.", "zh-CN/./.", "./zh-CN", "../voices/zh-CN", "../../etc", "/etc", "xx", ""] {
@@ -238,21 +238,35 @@ import TestSupport
         }
     }
 
-    @Test func theReaderOfACurrencyFollowsTheFallbackChainOrNobody() {
+    /// The fallback chain (docs/grammars.md), step by step: the payment's
+    /// `lang`, else voice.lang (each with its manifest's fallbacks), else
+    /// any installed pack that reads the currency, else the chime.
+    @Test func theFallbackChain() {
         let c = VoiceCatalog.scan(directory: Self.repoVoices)
-        #expect(c.reader(lang: nil, currency: nil, defaultPack: "zh-CN") == .init(pack: "zh-CN", missing: nil))
-        #expect(c.reader(lang: nil, currency: "CNY", defaultPack: "zh-CN") == .init(pack: "zh-CN", missing: nil))
-        #expect(c.reader(lang: "en-IN", currency: "INR", defaultPack: "zh-CN") == .init(pack: "en-IN", missing: nil))
-        #expect(c.reader(lang: "hi-IN", currency: nil, defaultPack: "zh-CN") == .init(pack: "zh-CN", missing: "hi-IN"))
-        #expect(c.reader(lang: nil, currency: "USD", defaultPack: "zh-CN") == nil, "never read as 元")
-        #expect(c.reader(lang: "en-IN", currency: "CNY", defaultPack: "zh-CN") == nil)
-        #expect(c.unreadable("USD", from: "zh-CN").contains("en-IN reads INR, zh-CN reads CNY"))
+        // 1. The payment's lang, when installed (and for its currency).
+        #expect(c.reader(lang: "hi-IN", currency: "INR", defaultPack: "zh-CN") == .init(pack: "hi-IN"))
+        #expect(c.reader(lang: "hi-in", currency: nil, defaultPack: "zh-CN") == .init(pack: "hi-IN"))
+        // 2. Else voice.lang: the lang is not installed, or its pack does not read the currency.
+        #expect(c.reader(lang: "ta-IN", currency: nil, defaultPack: "zh-CN") == .init(pack: "zh-CN", missing: "ta-IN"))
+        #expect(c.reader(lang: "en-IN", currency: "CNY", defaultPack: "zh-CN") == .init(pack: "zh-CN"))
+        #expect(c.reader(lang: nil, currency: "CNY", defaultPack: "zh-CN") == .init(pack: "zh-CN"))
+        // 3. Else any installed pack that reads it (by name: en-IN before hi-IN).
+        #expect(c.reader(lang: nil, currency: "INR", defaultPack: "zh-CN") == .init(pack: "en-IN"))
+        #expect(c.reader(lang: "ta-IN", currency: "INR", defaultPack: "zh-CN") == .init(pack: "en-IN", missing: "ta-IN"))
+        // 4. Else the chime, never another currency's word.
+        #expect(c.reader(lang: nil, currency: "USD", defaultPack: "zh-CN") == .init(pack: "zh-CN", chime: true))
+        #expect(c.reader(lang: "hi-IN", currency: "USD", defaultPack: "zh-CN") == .init(pack: "hi-IN", chime: true))
+        #expect(c.chimeReason("USD") == "chime: no installed voice pack reads USD (en-IN reads INR, hi-IN reads INR, zh-CN reads CNY)")
+        #expect(VoiceCatalog(directory: "/nowhere", packs: [:]).reader(lang: nil, currency: "CNY", defaultPack: "zh-CN").chime)
 
-        // A pack whose fallback reads the currency.
+        // A manifest's fallback comes before voice.lang and before any other pack.
         var packs = c.packs
-        packs["en-IN"]?.fallback = "zh-CN"
+        packs["hi-IN"]?.fallback = "en-IN"
+        packs["en-IN"]?.currency = "USD"
         let chained = VoiceCatalog(directory: c.directory, packs: packs)
-        #expect(chained.reader(lang: "en-IN", currency: "CNY", defaultPack: "zh-CN") == .init(pack: "zh-CN", missing: nil))
+        #expect(chained.reader(lang: "hi-IN", currency: "USD", defaultPack: "zh-CN") == .init(pack: "en-IN"))
+        packs["en-IN"]?.fallback = "hi-IN"   // a loop ends
+        #expect(VoiceCatalog(directory: c.directory, packs: packs).reader(lang: "en-IN", currency: "EUR", defaultPack: "zh-CN").chime)
     }
 }
 
