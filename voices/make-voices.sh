@@ -47,6 +47,7 @@ ZH_CN='
 网络已连接|wang3 luo4 yi3 lian2 jie1|wangluo_yilianjie.mp3
 网络已断开|wang3 luo4 yi3 duan4 kai1|wangluo_yiduankai.mp3
 今日收款|jin1 ri4 shou1 kuan3|jinri_shoukuan.mp3
+离线期间收款|li2 xian4 qi1 jian1 shou1 kuan3|lixian_qijian_shoukuan.mp3
 笔|bi3|bi3.mp3
 共|gong4|gong4.mp3
 测试|ce4 shi4|ceshi.mp3
@@ -99,6 +100,7 @@ volume_min|minimum volume|volume_min.mp3
 network_connected|network connected|network_connected.mp3
 network_disconnected|network disconnected|network_disconnected.mp3
 today_total|today'"'"'s collection|today_total.mp3
+while_offline|while offline|while_offline.mp3
 payments|payments|payments.mp3
 total|total|total.mp3
 test|test|test.mp3
@@ -223,6 +225,7 @@ HI_IN='
 नेटवर्क_कट_गया|नेटवर्क कट गया|network_kat_gaya.mp3
 परीक्षण|परीक्षण|parikshan.mp3
 आज|आज|aaj.mp3
+ऑफ़लाइन_रहते_हुए|ऑफ़लाइन रहते हुए|offline_rehte_hue.mp3
 भुगतान|भुगतान|bhugtan.mp3
 कुल|कुल|kul.mp3
 '

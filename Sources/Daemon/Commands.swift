@@ -77,6 +77,7 @@ struct Commands: Sendable {
             r.add("updated_at", e.updatedAt / 1000)
             r.add("plays", e.plays)
             if let reason = e.reason { r.add("reason", reason) }
+            if e.summary != nil { r.add("summary", true) }
         }
     }
 

@@ -55,6 +55,14 @@ final class Storage: Sendable {
         var payment: Payment
         var acceptedAt: Int64
         var plays: Int
+        /// The offline summary it is being spoken in (left `playing` by a crash).
+        var summary: Int64? = nil
+
+        init(ref: Ref, payment: Payment, acceptedAt: Int64, plays: Int, summary: Int64? = nil) {
+            self.ref = ref; self.payment = payment; self.acceptedAt = acceptedAt; self.plays = plays; self.summary = summary
+        }
+
+        init(_ e: Entry) { self.init(ref: .stored(e.seq), payment: e.payment, acceptedAt: e.acceptedAt, plays: e.plays, summary: e.summary) }
     }
 
     enum Accepted: Sendable, Equatable {
@@ -189,7 +197,7 @@ final class Storage: Sendable {
                         : try store.pending().filter { skip[$0.seq] == nil }.min { a, b in
                             a.state == b.state || (a.state != .playing && b.state != .playing) ? a.seq < b.seq : a.state == .playing
                         }
-                    if let e = entry { return Item(ref: .stored(e.seq), payment: e.payment, acceptedAt: e.acceptedAt, plays: e.plays) }
+                    if let e = entry { return Item(e) }
                 } catch {
                     fail(&s, error, "next")
                 }
@@ -263,13 +271,67 @@ final class Storage: Sendable {
         }
     }
 
+    // MARK: - Offline summaries (docs/soundboxd.md)
+
+    /// Stored payments still `queued`, oldest first: who may go into an
+    /// offline summary (none while storage is failing: they are read one
+    /// by one then).
+    func queuedForSummary() -> [Entry] {
+        state.withLock { s in
+            guard s.fault == nil, !s.heldInMemory, let store = s.store else { return [] }
+            return ((try? store.pending()) ?? []).filter { $0.state == .queued }
+        }
+    }
+
+    /// A summary of `seqs` starts (committed, not flushed, as `playing`);
+    /// its number, or nil if none of them is queued any more.
+    func beginSummary(_ seqs: [Int64], now: Int64) -> Int64? {
+        state.withLock { s in
+            guard let store = writable(&s, now: now) else { return nil }
+            do throws(StoreError) { return try store.beginSummary(seqs, now: now, flush: false) } catch {
+                fail(&s, error, "beginSummary")
+                return nil
+            }
+        }
+    }
+
+    /// Summary `group` is spoken again after a crash (committed, not flushed).
+    func restartSummary(_ group: Int64, now: Int64) {
+        state.withLock { s in
+            guard let store = writable(&s, now: now) else { return }
+            do throws(StoreError) { try store.restartSummary(group, now: now, flush: false) } catch { fail(&s, error, "restartSummary") }
+        }
+    }
+
+    /// The payments of summary `group` still pending.
+    func summaryMembers(_ group: Int64) -> [Item] {
+        state.withLock { s in ((try? s.store?.summaryMembers(group)) ?? []).map(Item.init) }
+    }
+
+    /// The summary was spoken: all its payments `played` with their
+    /// receipts, durable when this returns. Their ids (empty if it could
+    /// not be written: then they are spoken again, one by one or in a
+    /// summary, as after a crash).
+    func finishSummary(_ group: Int64, now: Int64) -> [String] {
+        let written = state.withLock { s -> ([String], Store, Int)? in
+            guard let store = writable(&s, now: now) else { return nil }
+            do throws(StoreError) { return (try store.finishSummary(group, now: now, flush: false), store, store.lastCommit) } catch {
+                fail(&s, error, "finishSummary")
+                return nil
+            }
+        }
+        guard let (ids, store, commit) = written else { return [] }
+        _ = flushed("finishSummary", { () throws(StoreError) in try store.flush(upTo: commit) })
+        return ids
+    }
+
     /// Pending payments, oldest first, with their state, for `queue`.
     func pending() -> [(item: Item, state: PaymentState)] {
         state.withLock { s in
             var out: [(Item, PaymentState)] = []
             if let stored = try? s.store?.pending() {
                 for e in stored where s.unrecorded[e.seq] == nil {
-                    out.append((Item(ref: .stored(e.seq), payment: e.payment, acceptedAt: e.acceptedAt, plays: e.plays), e.state))
+                    out.append((Item(e), e.state))
                 }
             }
             for m in s.entries where m.state.isPending {

@@ -114,6 +114,8 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
             log.error("subscribe_failed", ["error": error.description])
         }
         log.info("connected", ["payment_topic": topics.payment, "mqtt": "\(client.protocolVersion)"])
+        // What waited at the broker while the box was away arrives now.
+        device.scheduler.armSummary()
         device.link.withLock { $0.connected = true; $0.lastError = nil; $0.protocolLevel = client.protocolVersion }
         if wasConnected { prompt(.networkConnected) }
         events.notify()

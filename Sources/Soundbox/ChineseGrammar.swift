@@ -38,16 +38,20 @@ public struct ChineseGrammar: Grammar {
         }
     }
 
-    public func summary(count: Int, total: Amount) -> [String] {
-        ["今日收款"] + Self.integer(Int64(count)) + ["笔"]
-            + (total.minorUnits > 0 ? ["共"] + clips(for: total) : [])
+    /// 今日收款 N 笔 共 X 元
+    public func summary(count: Int, total: Amount) -> [String] { summary("今日收款", count, total) }
+    /// 离线期间收款 N 笔 共 X 元
+    public func offlineSummary(count: Int, total: Amount) -> [String] { summary("离线期间收款", count, total) }
+
+    private func summary(_ opening: String, _ count: Int, _ total: Amount) -> [String] {
+        [opening] + Self.integer(Int64(count)) + ["笔"] + (total.minorUnits > 0 ? ["共"] + clips(for: total) : [])
     }
 
     public var clipNames: [String] {
         Self.digits + ["十", "百", "千", "万", "亿", "点", "元"]
             + Channel.allCases.map(prefix(for:))
             + Prompt.allCases.flatMap(clips(for:))
-            + ["今日收款", "笔", "共"]
+            + ["今日收款", "离线期间收款", "笔", "共"]
     }
 
     /// Reads 0 ..< 10^12. Groups of four digits carry 万 and 亿; zeros at

@@ -265,6 +265,7 @@ public struct ConfigKey: Sendable, Hashable {
         TextKey.audioOutput.key, TextKey.audioDevice.key, TextKey.audioWavFile.key, BoolKey.audioNullRealtime.key,
         IntKey.audioVolume.key, IntKey.audioMinVolume.key, BoolKey.audioMute.key,
         IntKey.queueStaleAfter.key, IntKey.queueRetentionDays.key, IntKey.queueHistoryMax.key,
+        IntKey.queueSummaryMin.key, IntKey.queueSummaryAfter.key,
         AmountKey.paymentMaxAmount.key, TextKey.paymentSigning.key, TextKey.paymentKeys.key,
         TextKey.deviceID.key, BoolKey.mqttEnabled.key, TextKey.mqttHost.key, IntKey.mqttPort.key, TextKey.mqttPrefix.key,
         IntKey.mqttKeepalive.key, TextKey.mqttTLSCA.key, TextKey.mqttTLSCert.key, TextKey.mqttTLSKey.key,
@@ -347,6 +348,10 @@ extension IntKey {
                                                help: "a payment older than this when its turn comes is expired, not spoken, if the clock is synchronised (0 = never)")
     public static let queueRetentionDays = IntKey("queue.retention_days", 7, 1...365, .remote, help: "duplicate window and age of history kept")
     public static let queueHistoryMax = IntKey("queue.history_max", 10000, 100...1_000_000, .remote, help: "finished payments kept at most")
+    public static let queueSummaryMin = IntKey("queue.summary_min", 3, 0...100_000, .remote,
+                                               help: "at start and after a reconnect, this many waiting payments older than queue.summary_after_s are spoken as one offline summary, not one by one (0 = never)")
+    public static let queueSummaryAfter = IntKey("queue.summary_after_s", 60, 0...604_800, .remote,
+                                                 help: "how old (by its ts, else its acceptance) a waiting payment must be to go into the offline summary")
     public static let mqttPort = IntKey("mqtt.port", 0, 0...65535, .file, help: "broker port; 0 = 1883, or 8883 with TLS")
     public static let mqttKeepalive = IntKey("mqtt.keepalive", 30, 5...3600, .file,
                                              help: "seconds between keep-alive pings; a silent link is noticed after 1.5 times this")

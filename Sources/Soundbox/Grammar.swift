@@ -42,6 +42,9 @@ public protocol Grammar: Sendable {
     /// Today's summary: number of payments and their total (which may be
     /// zero: "today, zero payments").
     func summary(count: Int, total: Amount) -> [String]
+    /// The offline summary (docs/soundboxd.md): the payments that waited
+    /// while the box was offline, their number and total, in one sentence.
+    func offlineSummary(count: Int, total: Amount) -> [String]
     /// Every clip name this grammar can ever produce: what a pack must hold.
     var clipNames: [String] { get }
 }

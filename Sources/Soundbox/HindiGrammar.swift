@@ -49,14 +49,18 @@ public struct HindiGrammar: Grammar {
     }
 
     /// "आज <N> भुगतान, कुल <amount>".
-    public func summary(count: Int, total: Amount) -> [String] {
-        ["आज"] + Self.cardinal(Int64(count)) + ["भुगतान"] + (total.minorUnits > 0 ? ["कुल"] + clips(for: total) : [])
+    public func summary(count: Int, total: Amount) -> [String] { summary("आज", count, total) }
+    /// "ऑफ़लाइन रहते हुए <N> भुगतान, कुल <amount>".
+    public func offlineSummary(count: Int, total: Amount) -> [String] { summary("ऑफ़लाइन_रहते_हुए", count, total) }
+
+    private func summary(_ opening: String, _ count: Int, _ total: Amount) -> [String] {
+        [opening] + Self.cardinal(Int64(count)) + ["भुगतान"] + (total.minorUnits > 0 ? ["कुल"] + clips(for: total) : [])
     }
 
     public var clipNames: [String] {
         Self.belowHundred + Self.scales.map(\.1) + ["रुपया", "रुपये", "पैसा", "पैसे", "और"]
             + Channel.allCases.map(prefix(for:)) + Prompt.allCases.flatMap(clips(for:))
-            + ["आज", "भुगतान", "कुल"]
+            + ["आज", "ऑफ़लाइन_रहते_हुए", "भुगतान", "कुल"]
     }
 
     /// The largest scale that fits, its multiplier read recursively, then

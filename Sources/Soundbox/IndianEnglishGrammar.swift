@@ -34,9 +34,13 @@ public struct IndianEnglishGrammar: Grammar {
 
     public func clips(for prompt: Prompt) -> [String] { [prompt.rawValue] }
 
-    public func summary(count: Int, total: Amount) -> [String] {
-        ["today_total"] + Self.cardinal(Int64(count)) + ["payments"]
-            + (total.minorUnits > 0 ? ["total"] + clips(for: total) : [])
+    /// "today's collection N payments total rupees …"
+    public func summary(count: Int, total: Amount) -> [String] { summary("today_total", count, total) }
+    /// "while offline N payments total rupees …"
+    public func offlineSummary(count: Int, total: Amount) -> [String] { summary("while_offline", count, total) }
+
+    private func summary(_ opening: String, _ count: Int, _ total: Amount) -> [String] {
+        [opening] + Self.cardinal(Int64(count)) + ["payments"] + (total.minorUnits > 0 ? ["total"] + clips(for: total) : [])
     }
 
     public var clipNames: [String] {
@@ -44,7 +48,7 @@ public struct IndianEnglishGrammar: Grammar {
             + ["and", "rupee", "rupees", "paisa", "paise"]
             + Channel.allCases.map(prefix(for:))
             + Prompt.allCases.flatMap(clips(for:))
-            + ["today_total", "payments", "total"]
+            + ["today_total", "while_offline", "payments", "total"]
     }
 
     /// num2words' English cardinal with Indian scales: the largest scale

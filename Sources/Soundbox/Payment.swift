@@ -49,9 +49,13 @@ public struct Receipt: Sendable, Equatable {
     /// For a refused `cmd` or `config` message: which ("cmd", "config");
     /// omitted for payments.
     public var kind: String?
+    /// true: played within an offline summary, not on its own; omitted otherwise.
+    public var summary: Bool?
 
-    public init(id: String?, status: Status, ts: Int64, reason: String? = nil, durable: Bool? = nil, kind: String? = nil) {
+    public init(id: String?, status: Status, ts: Int64, reason: String? = nil, durable: Bool? = nil, kind: String? = nil,
+                summary: Bool? = nil) {
         self.id = id; self.status = status; self.ts = ts; self.reason = reason; self.durable = durable; self.kind = kind
+        self.summary = summary
     }
 
     /// The receipt's JSON, keys in a fixed order:
@@ -64,6 +68,7 @@ public struct Receipt: Sendable, Equatable {
         o.add("ts", ts)
         o.add("reason", ifPresent: reason)
         if let durable { o.add("durable", durable) }
+        if let summary { o.add("summary", summary) }
         return o.text
     }
 }

@@ -41,6 +41,12 @@ enum Schema {
         """
         CREATE TABLE nonces (nonce TEXT PRIMARY KEY, seen_at INTEGER NOT NULL) WITHOUT ROWID;
         """,
+        // v4. `payments.summary`: the offline summary a payment was spoken in
+        // (docs/soundboxd.md): the seq of the summary's first payment, the
+        // same for every payment of it; NULL for one spoken on its own.
+        """
+        ALTER TABLE payments ADD COLUMN summary INTEGER;
+        """,
     ]
     /// The version this program writes.
     static var version: Int { migrations.count }

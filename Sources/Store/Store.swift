@@ -17,11 +17,14 @@ public struct Entry: Sendable, Equatable {
     public var plays: Int
     /// Why the entry is `failed` (or another final state), if said.
     public var reason: String?
+    /// The offline summary it is (or was) spoken in: that summary's first
+    /// seq; nil when spoken on its own.
+    public var summary: Int64?
 
     public init(seq: Int64, payment: Payment, state: PaymentState, acceptedAt: Int64, updatedAt: Int64,
-                plays: Int, reason: String?) {
+                plays: Int, reason: String?, summary: Int64? = nil) {
         self.seq = seq; self.payment = payment; self.state = state; self.acceptedAt = acceptedAt
-        self.updatedAt = updatedAt; self.plays = plays; self.reason = reason
+        self.updatedAt = updatedAt; self.plays = plays; self.reason = reason; self.summary = summary
     }
 }
 
@@ -330,6 +333,53 @@ public final class Store: Sendable {
         }
     }
 
+    /// An offline summary starts: the queued entries `seqs` become
+    /// `playing` (plays + 1) in summary `seqs.min()`, in one transaction;
+    /// entries no longer queued are left out. Returns the summary's number
+    /// (nil if none was queued). Resumed after a crash by `summaryMembers`.
+    public func beginSummary(_ seqs: [Int64], now: Int64, flush: Bool = true) throws(StoreError) -> Int64? {
+        guard let group = seqs.min() else { return nil }
+        let list = "[" + seqs.map(String.init).joined(separator: ",") + "]"
+        return try write(flush: flush) { c throws(StoreError) -> Int64? in
+            try c.run("""
+                UPDATE payments SET state = 'playing', plays = plays + 1, summary = ?, updated_at = ?
+                WHERE state = 'queued' AND seq IN (SELECT value FROM json_each(?))
+                """, group, now, list)
+            return c.changes > 0 ? group : nil
+        }
+    }
+
+    /// Summary `group`, left `playing` by a crash, starts again: plays + 1
+    /// for each of its pending entries.
+    public func restartSummary(_ group: Int64, now: Int64, flush: Bool = true) throws(StoreError) {
+        try write(flush: flush) { c throws(StoreError) in
+            try c.run("UPDATE payments SET plays = plays + 1, updated_at = ? WHERE summary = ? AND \(Self.isPending)", now, group)
+        }
+    }
+
+    /// The pending entries of summary `group`, oldest first.
+    public func summaryMembers(_ group: Int64) throws(StoreError) -> [Entry] {
+        try locked { c throws(StoreError) in
+            try c.rows("SELECT \(Entry.columns) FROM payments WHERE summary = ? AND \(Self.isPending) ORDER BY seq", group,
+                       row: Entry.init(row:))
+        }
+    }
+
+    /// The summary was spoken: every pending entry of it becomes `played`,
+    /// each with its receipt {"id","status":"played","ts","summary":true},
+    /// in one transaction. Returns their ids.
+    public func finishSummary(_ group: Int64, now: Int64, flush: Bool = true) throws(StoreError) -> [String] {
+        try write(flush: flush) { c throws(StoreError) -> [String] in
+            try c.transaction { () throws(StoreError) -> [String] in
+                let ids = try c.rows("""
+                    UPDATE payments SET state = 'played', updated_at = ? WHERE summary = ? AND \(Self.isPending) RETURNING id
+                    """, now, group) { $0.text(0) ?? "" }
+                for id in ids { try append(Receipt(id: id, status: .played, ts: now / 1000, summary: true), now: now, c) }
+                return ids
+            }
+        }
+    }
+
     /// The newest entry with this id, or nil.
     public func entry(id: String) throws(StoreError) -> Entry? {
         try locked { c throws(StoreError) in
@@ -548,7 +598,7 @@ extension String {
 
 extension Entry {
     /// The columns `init(row:)` reads, in order.
-    static let columns = "seq, id, amount_minor, currency, channel, lang, ts, accepted_at, updated_at, state, plays, reason"
+    static let columns = "seq, id, amount_minor, currency, channel, lang, ts, accepted_at, updated_at, state, plays, reason, summary"
 
     init(row s: Statement) throws(StoreError) {
         let state = s.text(9) ?? ""
@@ -558,6 +608,6 @@ extension Entry {
         let payment = Payment(id: s.text(1) ?? "", amount: Amount(minorUnits: s.int64(2)), currency: s.text(3),
                               channel: Channel(rawValue: s.text(4) ?? "") ?? .other, ts: s.optionalInt64(6), lang: s.text(5))
         self.init(seq: s.int64(0), payment: payment, state: known, acceptedAt: s.int64(7), updatedAt: s.int64(8),
-                  plays: Int(s.int64(10)), reason: s.text(11))
+                  plays: Int(s.int64(10)), reason: s.text(11), summary: s.optionalInt64(12))
     }
 }

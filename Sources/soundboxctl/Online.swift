@@ -137,7 +137,7 @@ func show(_ command: OnlineCommand, _ reply: ControlReply, _ out: Output) throws
 /// Reply keys whose values are integers or booleans in JSON; every other
 /// value stays a string, whatever it looks like (an id "12345" is text).
 let integerKeys: Set<String> = ["volume", "queue_depth", "uptime_s", "seq", "plays", "duration_ms", "accepted_at", "updated_at", "receipts_pending"]
-let booleanKeys: Set<String> = ["muted", "durable", "clock_synced"]
+let booleanKeys: Set<String> = ["muted", "durable", "clock_synced", "summary"]
 
 /// A record or flat reply as a JSON object with typed values.
 func typed(_ pairs: [(key: String, value: String)]) throws(Failure) -> JSONValue {
@@ -177,6 +177,7 @@ func entryRow(_ record: [(key: String, value: String)], history: Bool) -> [Strin
     var row = ["#" + f("seq"), f("id"), f("state"), f("amount"), f("channel"), f("lang"), localTime(f("accepted_at"))]
     if history {
         row.append(f("plays") == "1" ? "1 play" : "\(f("plays")) plays")
+        if field(record, "summary") == "true" { row.append("in the offline summary") }
         row.append(field(record, "reason").map { "reason: " + $0 } ?? "")
     }
     return row

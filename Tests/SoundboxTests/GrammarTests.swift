@@ -32,6 +32,11 @@ private let hi = HindiGrammar()
         #expect(zh.summary(count: 12, total: try amount("300.5"))
             == ["今日收款", "十", "二", "笔", "共", "三", "百", "点", "五", "元"])
         #expect(zh.summary(count: 0, total: Amount(minorUnits: 0)) == ["今日收款", "零", "笔"])
+        #expect(zh.offlineSummary(count: 40, total: try amount("1234.5"))
+            == ["离线期间收款", "四", "十", "笔", "共", "一", "千", "二", "百", "三", "十", "四", "点", "五", "元"])
+        #expect(en.offlineSummary(count: 3, total: try amount("12"))
+            == ["while_offline", "three", "payments", "total", "rupees", "twelve"])
+        #expect(hi.offlineSummary(count: 3, total: try amount("12")) == ["ऑफ़लाइन_रहते_हुए", "तीन", "भुगतान", "कुल", "बारह", "रुपये"])
     }
 }
 
@@ -88,6 +93,7 @@ func grammarsOnlyProduceDeclaredClips(_ name: String) throws {
     produced.formUnion(Prompt.allCases.flatMap(g.clips(for:)))
     produced.formUnion(g.summary(count: 1234, total: Amount(minorUnits: 101)))
     produced.formUnion(g.summary(count: 0, total: Amount(minorUnits: 0)))
+    produced.formUnion(g.offlineSummary(count: 40, total: Amount(minorUnits: 123_45)))
     for _ in 0..<20_000 { produced.formUnion(g.clips(for: randomAmount(&rng))) }
     #expect(produced.subtracting(declared).isEmpty)
     #expect(declared.subtracting(produced).isEmpty, "declared but never produced")

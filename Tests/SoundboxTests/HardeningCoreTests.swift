@@ -280,7 +280,7 @@ import TestSupport
         }
         let remote = ConfigKey.all.filter { $0.scope == .remote }.map(\.name).sorted()
         #expect(remote == ["audio.min_volume", "audio.mute", "audio.volume", "mqtt.link_prompts", "queue.history_max",
-                           "queue.retention_days", "queue.stale_after_s", "voice.lang"])
+                           "queue.retention_days", "queue.stale_after_s", "queue.summary_after_s", "queue.summary_min", "voice.lang"])
     }
 
     @Test func typedValues() throws {

@@ -186,7 +186,7 @@ final class TempDB {
         #expect(try store.outbox(limit: 100) == outbox)
         #expect(try store.overlay() == overlay)
         #expect(try store.connection.withLock { c throws(StoreError) in try c.userVersion() } == Schema.version)
-        #expect(Schema.version == 3)
+        #expect(Schema.version == 4)
         #expect(try store.accept(pay("E"), now: t0 + 3, dedupSince: 0) == .queued(seq: 5))
         #expect(store.quickCheck() == "ok")
     }
