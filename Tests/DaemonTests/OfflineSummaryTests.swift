@@ -28,13 +28,21 @@ import SoundboxStore
     }
 
     @Test func fortyWaitingAreOneSummaryThenFreshOnesOneByOne() throws {
-        let link = try Link()
+        let scratchWAV = "/tmp/sbx-summary-\(getpid())-\(UUID().uuidString.prefix(6)).wav"
+        defer { unlink(scratchWAV) }
+        let link = try Link(config: ["audio.output": "wav", "audio.wav_file": scratchWAV])
         try link.start()
         _ = link.daemon.stop()
         let ids = (1...40).map { "OFF\($0)" }
         try publishWhileDown(link, ids)
         try link.start()
         #expect(link.backend.waitForReceipts(ids, ["played"], timeout: 60))
+        // What was heard: one sentence of a few seconds, not forty announcements.
+        let wav = try #require(FileManager.default.contents(atPath: scratchWAV))
+        let samples = wav.dropFirst(44).withUnsafeBytes { Array($0.bindMemory(to: Int16.self)) }
+        let seconds = Double(samples.count) / 22050
+        #expect(seconds > 2 && seconds < 12, "\(seconds) s of sound")
+        #expect(samples.map { abs(Int32($0)) }.max() ?? 0 > 3000, "audible")
         try link.backend.pay(id: "FRESH1", amount: "7.00")
         try link.backend.pay(id: "FRESH2", amount: "8.00")
         #expect(link.backend.waitForReceipts(["FRESH1", "FRESH2"], ["played"]))
