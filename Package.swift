@@ -33,6 +33,13 @@ let package = Package(
                 cSettings: [.define("_FORTIFY_SOURCE", to: "2", .when(configuration: .release))],
                 linkerSettings: [.linkedLibrary("gpiod")]),
         .target(name: "GPIO", dependencies: ["Soundbox", "CGPIOBridge"]),
+        // The voice-pack builder's audio libraries (libsndfile, libsoxr,
+        // libebur128, libmp3lame), loaded with dlopen when a pack is built:
+        // their headers at build time, nothing at run time for the box.
+        .target(name: "CVoiceTools", cSettings: [.define("_FORTIFY_SOURCE", to: "2", .when(configuration: .release))],
+                linkerSettings: [.linkedLibrary("dl")]),
+        // soundboxctl voice build / voice check's loudness (voices/README.md).
+        .target(name: "VoiceBuild", dependencies: ["Soundbox", "SoundboxAudio", "CVoiceTools"], path: "Sources/VoiceBuild"),
         .target(name: "SoundboxStore", dependencies: ["Soundbox", "CSQLite", "SoundboxThreads"], path: "Sources/Store"),
         // The control socket's client: soundboxctl, tests, benchmarks.
         .target(name: "SoundboxControl", dependencies: ["Soundbox"], path: "Sources/Control"),
@@ -41,7 +48,7 @@ let package = Package(
 
         // The two executables: thin wiring.
         .executableTarget(name: "soundboxd", dependencies: ["SoundboxDaemon", "MQTTBridge", "GPIO"]),
-        .executableTarget(name: "soundboxctl", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxControl", "SoundboxCrypto"]),
+        .executableTarget(name: "soundboxctl", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxControl", "SoundboxCrypto", "VoiceBuild"]),
 
         // Benchmarks (bench/README.md); not part of the test suite.
         .executableTarget(name: "soundbox-bench", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxControl", "MQTTBridge", "SoundboxCrypto"], path: "bench/Sources"),
@@ -50,7 +57,7 @@ let package = Package(
         .target(name: "TestSupport", path: "Tests/Support"),
         .testTarget(name: "SoundboxTests", dependencies: ["Soundbox", "TestSupport"]),
         .testTarget(name: "AudioTests", dependencies: ["Soundbox", "SoundboxAudio", "TestSupport"]),
-        .testTarget(name: "CLITests", dependencies: ["Soundbox", "SoundboxCrypto", "soundboxctl", "TestSupport"]),
+        .testTarget(name: "CLITests", dependencies: ["Soundbox", "SoundboxCrypto", "soundboxctl", "TestSupport", "VoiceBuild"]),
         .testTarget(name: "StoreTests", dependencies: ["Soundbox", "SoundboxStore"]),
         .testTarget(name: "SigningTests", dependencies: ["Soundbox", "SoundboxCrypto", "TestSupport"]),
         .testTarget(name: "DaemonTests", dependencies: ["Soundbox", "SoundboxStore", "SoundboxControl", "MQTTBridge", "TestSupport", "SoundboxCrypto", "soundboxd", "soundboxctl"]),

@@ -43,7 +43,8 @@ device_unmount_all() {
 # The trixie amd64 build root: trixie's Swift, the -dev libraries, dpkg-dev,
 # lintian, and cross binutils to read arm64 binaries. Prints its path.
 device_build_packages=(swiftlang libstdc++-14-dev libasound2-dev libmosquitto-dev libmpg123-dev libgpiod-dev
-  libsqlite3-dev libssl-dev dpkg-dev lintian binutils-aarch64-linux-gnu man-db ca-certificates)
+  libsqlite3-dev libssl-dev libsndfile1-dev libsoxr-dev libebur128-dev libmp3lame-dev
+  dpkg-dev lintian binutils-aarch64-linux-gnu man-db ca-certificates)
 device_build_root() {
   local key root
   key=$(echo "$device_suite ${device_build_packages[*]}" | sha256sum | cut -c1-12)
@@ -66,7 +67,8 @@ device_build_root() {
 # can name the packages (its file lists carry the /sysroot/arm64 prefix the
 # sysroot has inside the build root). Prints its path.
 device_sysroot_packages=(libc6-dev libstdc++-14-dev libgcc-14-dev libasound2-dev libmosquitto-dev libmpg123-dev
-  libgpiod-dev libsqlite3-dev libswiftlang libssl-dev zlib1g-dev libzstd-dev)
+  libgpiod-dev libsqlite3-dev libswiftlang libssl-dev zlib1g-dev libzstd-dev
+  libsndfile1-dev libsoxr-dev libebur128-dev libmp3lame-dev)
 device_arm64_sysroot() {
   local key s
   key=$(echo "$device_suite ${device_sysroot_packages[*]} admindir-v2" | sha256sum | cut -c1-12)

@@ -2,7 +2,9 @@
 # from Debian (as root, or through sudo) and check the Swift toolchain.
 
 # The Debian 12 packages the build and the tests need.
-SOUNDBOX_PACKAGES=(libasound2-dev libmosquitto-dev libmpg123-dev libgpiod-dev libsqlite3-dev libssl-dev alsa-utils)
+# (libsndfile, libsoxr, libebur128 and libmp3lame: the voice-pack builder, soundboxctl voice build.)
+SOUNDBOX_PACKAGES=(libasound2-dev libmosquitto-dev libmpg123-dev libgpiod-dev libsqlite3-dev libssl-dev alsa-utils
+  libsndfile1-dev libsoxr-dev libebur128-dev libmp3lame-dev)
 
 soundbox_install_packages() {
   local missing=()

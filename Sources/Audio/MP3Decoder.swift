@@ -2,10 +2,10 @@ import CMPG123
 
 /// Decodes whole mp3 files with libmpg123 into the engine's PCM format.
 /// One instance owns one `mpg123_handle`; not thread-safe.
-final class MP3Decoder {
+public final class MP3Decoder {
     private let handle: OpaquePointer
 
-    init() throws(AudioError) {
+    public init() throws(AudioError) {
         var err: Int32 = 0
         guard let h = mpg123_new(nil, &err) else {
             throw AudioError(call: "mpg123_new", code: err, message: String(cString: mpg123_plain_strerror(err)))
@@ -21,7 +21,7 @@ final class MP3Decoder {
     /// The file's samples at `format` (resampled and down-mixed by mpg123
     /// when the file differs). Throws when the file cannot be opened, is
     /// corrupt, or holds no audio.
-    func decode(path: String, to format: PCMFormat) throws(AudioError) -> [Int16] {
+    public func decode(path: String, to format: PCMFormat) throws(AudioError) -> [Int16] {
         try check(mpg123_format_none(handle), "mpg123_format_none")
         let channels = format.channels == 1 ? MPG123_MONO.rawValue : MPG123_STEREO.rawValue
         try check(mpg123_param2(handle, Int32(MPG123_FORCE_RATE.rawValue), format.sampleRate, 0), "mpg123_param(MPG123_FORCE_RATE)")

@@ -235,7 +235,7 @@ public struct ConfigKey: Sendable, Hashable {
             }
         }
 
-        static func isPackName(_ s: String) -> Bool {
+        public static func isPackName(_ s: String) -> Bool {
             (1...32).contains(s.utf8.count) && s.utf8.allSatisfy { b in
                 switch b {
                 case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
@@ -265,7 +265,7 @@ public struct ConfigKey: Sendable, Hashable {
         TextKey.audioOutput.key, TextKey.audioDevice.key, TextKey.audioWavFile.key, BoolKey.audioNullRealtime.key,
         IntKey.audioVolume.key, IntKey.audioMinVolume.key, BoolKey.audioMute.key,
         IntKey.queueStaleAfter.key, IntKey.queueRetentionDays.key, IntKey.queueHistoryMax.key,
-        IntKey.queueSummaryMin.key, IntKey.queueSummaryAfter.key,
+        IntKey.queueSummaryMin.key, IntKey.queueSummaryAfter.key, IntKey.voiceTargetLUFS.key, IntKey.voiceTruePeak.key,
         AmountKey.paymentMaxAmount.key, TextKey.paymentSigning.key, TextKey.paymentKeys.key,
         TextKey.deviceID.key, BoolKey.mqttEnabled.key, TextKey.mqttHost.key, IntKey.mqttPort.key, TextKey.mqttPrefix.key,
         IntKey.mqttKeepalive.key, TextKey.mqttTLSCA.key, TextKey.mqttTLSCert.key, TextKey.mqttTLSKey.key,
@@ -348,6 +348,10 @@ extension IntKey {
                                                help: "a payment older than this when its turn comes is expired, not spoken, if the clock is synchronised (0 = never)")
     public static let queueRetentionDays = IntKey("queue.retention_days", 7, 1...365, .remote, help: "duplicate window and age of history kept")
     public static let queueHistoryMax = IntKey("queue.history_max", 10000, 100...1_000_000, .remote, help: "finished payments kept at most")
+    public static let voiceTargetLUFS = IntKey("voice.target_lufs", -16, -40 ... -5, .file,
+                                               help: "soundboxctl voice build: the loudness (LUFS, ITU-R BS.1770) every clip is brought to")
+    public static let voiceTruePeak = IntKey("voice.true_peak_dbtp", -1, -12...0, .file,
+                                             help: "soundboxctl voice build: no clip's true peak above this (dBTP)")
     public static let queueSummaryMin = IntKey("queue.summary_min", 3, 0...100_000, .remote,
                                                help: "at start and after a reconnect, this many waiting payments older than queue.summary_after_s are spoken as one offline summary, not one by one (0 = never)")
     public static let queueSummaryAfter = IntKey("queue.summary_after_s", 60, 0...604_800, .remote,

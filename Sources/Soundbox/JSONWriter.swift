@@ -18,6 +18,9 @@ public struct JSONObject: Sendable, Equatable {
         member(key, "[" + values.map(JSONText.quote).joined(separator: ",") + "]")
     }
     public mutating func add(_ key: String, _ object: JSONObject) { member(key, object.text) }
+    /// A measurement (a level in dB, not money: amounts are integers of
+    /// minor units), as Swift writes a Double: -18.2.
+    public mutating func add(_ key: String, decimal value: Double) { member(key, value.isFinite ? String(value) : "null") }
 
     /// Adds the member only when `value` is non-nil.
     public mutating func add(_ key: String, ifPresent value: String?) { if let value { add(key, value) } }

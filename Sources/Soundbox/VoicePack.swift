@@ -120,7 +120,7 @@ public struct VoicePackManifest: Sendable, Equatable {
     /// Clips the grammar can ask for that the pack does not list.
     public var missingClips: [String] { grammarImplementation.clipNames.filter { clips[$0] == nil } }
 
-    static let sampleRates = [8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000]
+    public static let sampleRates = [8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000]
 
 }
 

@@ -145,13 +145,13 @@ private func amount(_ s: String) -> Amount { try! Amount.parse(s, max: .wordsMax
         try tmp.copyPacks("zh-CN")
         try FileManager.default.copyItem(atPath: repoVoices + "/zh-CN", toPath: tmp.path + "/studio")
         try tmp.editManifest("studio") { $0["name"] = "studio"; $0["fallback"] = "zh-CN" }
-        try FileManager.default.removeItem(atPath: tmp.path + "/studio/wu3.mp3")
+        try FileManager.default.removeItem(atPath: tmp.path + "/studio/五.mp3")
         let bank = VoiceBank(directory: tmp.path)
         let clips = zh.announcement(amount("5.55"))
         let r = try bank.render(clips, pack: "studio", volume: 10)
         #expect(r.substitutions == Array(repeating: .init(clip: "五", pack: "zh-CN"), count: 3))
         #expect(r.samples == (try bank.render(clips, pack: "zh-CN", volume: 10)).samples)
-        #expect(bank.packs["studio"]!.broken["五"]?.contains("wu3.mp3") == true)
+        #expect(bank.packs["studio"]!.broken["五"]?.contains("五.mp3") == true)
     }
 
     /// With no fallback, a missing clip becomes the chime: never silence.
@@ -175,7 +175,7 @@ private func amount(_ s: String) -> Amount { try! Amount.parse(s, max: .wordsMax
     func corruptClipIsReportedAndReplaced(_ damage: String) throws {
         let tmp = TempDir()
         try tmp.copyPacks("zh-CN")
-        let file = tmp.path + "/zh-CN/jiu3.mp3"
+        let file = tmp.path + "/zh-CN/九.mp3"
         var data = try Data(contentsOf: URL(fileURLWithPath: file))
         if damage == "garbage" {
             // Seeded: the same garbage on every run, so a failure reproduces.
@@ -188,7 +188,7 @@ private func amount(_ s: String) -> Amount { try! Amount.parse(s, max: .wordsMax
         let report = VoiceCheckReport.check(directory: tmp.path + "/zh-CN")
         #expect(!report.ok)
         #expect(report.errors.map(\.clip) == ["九"])
-        #expect(report.errors.first?.problem.contains("jiu3.mp3") == true)
+        #expect(report.errors.first?.problem.contains("九.mp3") == true)
         let r = try VoiceBank(directory: tmp.path).render(["九"], pack: "zh-CN", volume: 10)
         #expect(r.substitutions == [.init(clip: "九", pack: nil)])
     }

@@ -252,8 +252,10 @@ final class Broker: @unchecked Sendable {
         p.executableURL = URL(fileURLWithPath: Broker.executable)
         p.arguments = ["-c", configPath]
         p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle(forWritingAtPath: stderrPath)
+        let stderrFile = FileHandle(forWritingAtPath: stderrPath)
+        p.standardError = stderrFile
         p.standardInput = FileHandle.nullDevice
+        defer { try? stderrFile?.close() }   // the child has its own copy
         try runWithDefaultSignals(p)
         lock.lock(); process = p; lock.unlock()
 

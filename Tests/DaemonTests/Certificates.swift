@@ -91,6 +91,7 @@ struct Certificates: Sendable {
         p.standardInput = FileHandle.nullDevice
         try runWithDefaultSignals(p)
         let out = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        try? pipe.fileHandleForReading.close()
         p.waitUntilExit()
         guard p.terminationStatus == 0 else {
             throw HarnessError("\(argv.joined(separator: " ")) failed (\(p.terminationStatus)):\n\(out)")

@@ -106,10 +106,13 @@ final class Daemon {
         if let failpoint { env["SOUNDBOX_FAILPOINT"] = failpoint }
         p.environment = env
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        p.standardError = FileHandle(forWritingAtPath: logPath)
+        let logFile = FileHandle(forWritingAtPath: logPath)
+        p.standardError = logFile
         p.standardOutput = FileHandle.nullDevice
         let exit = Event()
         p.terminationHandler = { _ in exit.signal() }
+        // The child has its own copy: ours is closed at once (no descriptor per run kept).
+        defer { try? logFile?.close() }
         try p.run()
         process = p
         started.append((p, exit))

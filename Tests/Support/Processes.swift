@@ -29,6 +29,10 @@ public final class PipeReader: @unchecked Sendable {
     public init(_ handle: FileHandle) {
         Thread.detachNewThread { [self] in
             bytes = handle.readDataToEndOfFile()
+            // Closed here, not left to the Pipe's life: a test process that
+            // runs hundreds of commands must not pass 1024 descriptors
+            // (libmosquitto's select() refuses a socket numbered 1024 or more).
+            try? handle.close()
             done.signal()
         }
     }
