@@ -13,6 +13,9 @@ public struct VoiceCheckReport: Sendable, Encodable {
     public var errors: [Finding] = []
     public var warnings: [Finding] = []
     public var ok: Bool { errors.isEmpty }
+    /// The pack as decoded for the check (not encoded), for what else a
+    /// caller measures of it (soundboxctl's loudness).
+    public var loaded: LoadedPack?
 
     enum CodingKeys: String, CodingKey { case pack, grammar, clips, errors, warnings, ok }
     public func encode(to encoder: any Encoder) throws {
@@ -51,6 +54,7 @@ public struct VoiceCheckReport: Sendable, Encodable {
             report.errors.append(.init(clip: nil, problem: error.description))
             return report
         }
+        report.loaded = pack
         for (clip, why) in pack.broken.sorted(by: { $0.key < $1.key }) {
             report.errors.append(.init(clip: clip, problem: why))
         }

@@ -165,7 +165,7 @@ final class Scheduler: Service, @unchecked Sendable {
         }
         while let newest = storage.queuedForSummary().map(\.acceptedAt).max(), SystemClock.nowMs() - newest < 500,
               SystemClock.monotonic() - armedAt < 5, !stopping.load(ordering: .relaxed) {
-            wake.waitForWork(timeout: 0.25)
+            wake.waitForWork(timeout: 0.25, idle: false)
         }
         summaryArmedAt.withLock { $0 = nil }
         let now = SystemClock.nowMs()
@@ -206,7 +206,8 @@ final class Scheduler: Service, @unchecked Sendable {
         log.debug("amount", ["summary": "\(group)", "total": total.description, "currency": first.payment.currency ?? "-"])
         Failpoint.hit("in_summary")
         let volume = AnnounceVolume.level(user: config[.audioVolume], minimum: config[.audioMinVolume], muted: false)!
-        let result = play(clips ?? ["?"], lang: reader.pack, volume: volume, mutable: true)
+        // No pack reads its currency any more (voice.lang changed since a crash): the chime.
+        let result = play(reader.chime ? nil : clips, lang: reader.pack, volume: volume, mutable: true)
         Failpoint.hit("after_summary")
         let now = SystemClock.nowMs()
         switch result {

@@ -130,9 +130,11 @@ public final class Wakeup: @unchecked Sendable {
     func alsoSignal(eventfd fd: Int32) { cond.broadcast { descriptors.append(fd) } }
 
     /// Scheduler: block until notified (or `timeout` passes). If nothing
-    /// was signalled since the last look, the scheduler is idle.
-    func waitForWork(timeout: Double? = nil) {
-        cond.broadcast { if !signaled { idle = true } }
+    /// was signalled since the last look, the scheduler is idle — unless
+    /// `idle` is false: it waits with work in hand (the offline summary
+    /// letting a backlog land), and `waitIdle` must not return meanwhile.
+    func waitForWork(timeout: Double? = nil, idle becomingIdle: Bool = true) {
+        cond.broadcast { if !signaled && becomingIdle { idle = true } }
         cond.wait(timeout: timeout) { signaled }
         cond.broadcast { signaled = false }
     }

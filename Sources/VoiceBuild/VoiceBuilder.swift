@@ -303,22 +303,17 @@ public enum VoiceLoudness {
         enum CodingKeys: String, CodingKey { case clips, spread = "spread_lu" }
     }
 
-    /// Measures the pack in `directory`; throws when it cannot be loaded or
+    /// Measures a pack as `VoiceCheckReport.check` loaded it; throws when
     /// the loudness library is missing.
-    public static func measure(directory: String) throws(VoiceBuilder.Failure) -> Report {
-        let trimmed = directory.hasSuffix("/") && directory.count > 1 ? String(directory.dropLast()) : directory
-        let slash = trimmed.lastIndex(of: "/")
-        let parent = slash.map { String(trimmed[..<$0]) } ?? "."
-        let name = slash.map { String(trimmed[trimmed.index(after: $0)...]) } ?? trimmed
-        let manifest: VoicePackManifest
-        do { manifest = try VoicePackManifest.load(directory: trimmed) } catch { throw VoiceBuilder.Failure(error.description) }
-        let format = PCMFormat(sampleRate: manifest.format.sampleRate, channels: 1)
-        let bank = VoiceBank(catalog: VoiceCatalog(directory: parent.isEmpty ? "/" : parent, packs: [name: manifest]), format: format)
-        let pack: LoadedPack
-        do { pack = try bank.load(name) } catch { throw VoiceBuilder.Failure(error.description) }
+    public static func measure(_ pack: LoadedPack) throws(VoiceBuilder.Failure) -> Report {
+        let rate = pack.manifest.format.sampleRate, channels = max(1, pack.manifest.format.channels)
         var clips: [Clip] = []
         for (clip, pcm) in pack.clips.sorted(by: { $0.key < $1.key }) where !pcm.isEmpty {
-            let (lufs, peak) = try VoiceBuilder.loudness(pcm.map { Float($0) / 32768 }, rate: format.sampleRate, path: clip)
+            // Mono, as the builder measures (a stereo pack's channels averaged).
+            let mono = stride(from: 0, to: pcm.count - channels + 1, by: channels).map { i in
+                Float((0..<channels).reduce(0) { $0 + Int(pcm[i + $1]) }) / Float(channels) / 32768
+            }
+            let (lufs, peak) = try VoiceBuilder.loudness(mono, rate: rate, path: clip)
             clips.append(Clip(clip: clip, lufs: VoiceBuilder.round(lufs), truePeakDBTP: VoiceBuilder.round(20 * log10(max(peak, 1e-9)))))
         }
         let l = clips.map(\.lufs)

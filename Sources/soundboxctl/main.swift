@@ -285,9 +285,9 @@ func voiceCheck(_ args: Arguments, _ out: Output) throws(Failure) {
     lines += report.errors.map { "error: " + ($0.clip.map { "clip '\($0)': " } ?? "") + $0.problem }
     lines += report.warnings.map { "warning: " + ($0.clip.map { "clip '\($0)': " } ?? "") + $0.problem }
     var checked = Checked(check: report)
-    if report.ok {
+    if report.ok, let pack = report.loaded {
         do throws(VoiceBuilder.Failure) {
-            let l = try VoiceLoudness.measure(directory: args.positional[1])
+            let l = try VoiceLoudness.measure(pack)
             checked.loudness = l
             lines += l.clips.map { "  \($0.clip): \(dB($0.lufs)) LUFS, true peak \(dB($0.truePeakDBTP)) dBTP" }
             lines.append("loudness spread: \(dB(l.spread)) LU (loudest minus quietest clip)")
