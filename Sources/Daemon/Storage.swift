@@ -100,6 +100,8 @@ final class Storage: Sendable {
         var adopted: [Int64: Int64] = [:]
         var nextToken: Int64 = 1
         var lastReopen = -1e9
+        /// The store's `diskFullRecoveries` already logged.
+        var diskFullsLogged = 0
         /// Signed commands' nonces seen while the database could not be
         /// written (nonce → ms), capped like the rest.
         var nonces: [String: Int64] = [:]
@@ -535,6 +537,10 @@ final class Storage: Sendable {
         if s.fault != nil {
             log.info("storage_recovered", ["path": path])
             s.fault = nil
+        }
+        if let store = s.store, store.diskFullRecoveries != s.diskFullsLogged {
+            s.diskFullsLogged = store.diskFullRecoveries
+            log.warning("disk_full_recovered", ["path": path, "times": "\(s.diskFullsLogged)", "reserve": store.holdsReserve ? "held" : "used"])
         }
         return s.store
     }

@@ -88,9 +88,22 @@ public final class Store: Sendable {
     public var walFrames: Int { watch?.frames.load(ordering: .relaxed) ?? 0 }
     /// The newest outbox row written (under the connection's lock).
     private let lastOutbox = Atomic<Int64>(0)
-    /// A checkpoint starts (in the background) when the WAL has this many
-    /// frames (4 MiB with 1 KiB pages; a payment writes about 15).
-    public static let checkpointFrames = 4000
+    /// A checkpoint starts (in the background) when the WAL holds this many
+    /// bytes of pages (4,000 frames with 1 KiB pages; a payment writes about 15).
+    public static let checkpointBytes = 4000 * 1024
+    /// The frames that make `checkpointBytes` with 1 KiB pages.
+    public static let checkpointFrames = checkpointBytes / pageSize
+    /// The room kept on the state disk for when it fills (`Reserve`): more
+    /// than the WAL can hold (`journal_size_limit`), what a checkpoint may
+    /// need to copy it.
+    public static let reserveBytes = 2 * checkpointBytes
+    private let reserve: Reserve?
+    /// Whether the reserve is there at its full size (false: given up, or
+    /// the disk never had room for it).
+    public var holdsReserve: Bool { reserve?.isHeld ?? false }
+    /// How many times a write found the disk full and made room for itself.
+    public var diskFullRecoveries: Int { disksFull.load(ordering: .relaxed) }
+    private let disksFull = Atomic<Int>(0)
     /// The page size of a new database.
     public static let pageSize = 1024
 
@@ -127,6 +140,7 @@ public final class Store: Sendable {
         isReadOnly = true
         wal = nil
         watch = nil
+        reserve = nil
         connection = Mutex(c)
     }
 
@@ -149,6 +163,9 @@ public final class Store: Sendable {
             throw StoreError(call: "PRAGMA journal_mode = WAL", code: SQLITE_ERROR, message: "journal mode is \(mode.joined()), not wal")
         }
         if let maxPageCount { try c.run("PRAGMA max_page_count = \(maxPageCount)") }
+        let pageSize = try c.rows("PRAGMA page_size") { Int($0.int64(0)) }.first ?? Self.pageSize
+        // When the WAL starts again after a checkpoint, a file grown past this is cut back.
+        try c.run("PRAGMA journal_size_limit = \(Self.checkpointBytes * 3 / 2)")
         let check = try c.rows("PRAGMA quick_check") { $0.text(0) ?? "" }
         guard check == ["ok"] else {
             throw StoreError(call: "PRAGMA quick_check", code: SQLITE_CORRUPT, message: check.joined(separator: "; "))
@@ -167,7 +184,10 @@ public final class Store: Sendable {
         self.path = path
         identity = Self.identity(of: path)
         isReadOnly = false
-        let watch = CommitWatch(checkpointer: Checkpointer(path: path, frames: Self.checkpointFrames))
+        let reserve = Reserve(database: path, bytes: Self.reserveBytes)
+        reserve.make()
+        self.reserve = reserve
+        let watch = CommitWatch(checkpointer: Checkpointer(path: path, frames: Self.checkpointBytes / pageSize, reserve: reserve))
         watch.install(on: c)
         self.watch = watch
         connection = Mutex(c)
@@ -578,11 +598,30 @@ public final class Store: Sendable {
         }
     }
 
+    /// The disk is full: if the WAL holds frames, copies them into the
+    /// database and truncates it to nothing (on this connection: it waits
+    /// for a background checkpoint under way); if that needs room too (the
+    /// database grows by what it copies), gives up the reserve first.
+    /// Whether there is room now: then the write that failed may be tried again.
+    private func makeRoom(_ c: Connection) -> Bool {
+        let truncate = { () -> Bool in (try? c.rows("PRAGMA wal_checkpoint(TRUNCATE)") { $0.int64(0) }.first) == 0 }
+        guard walFrames > 0 && truncate() || reserve?.release() == true && (walFrames == 0 || truncate()) else { return false }
+        watch?.frames.store(0, ordering: .relaxed)
+        disksFull.add(1, ordering: .relaxed)
+        return true
+    }
+
     /// Runs `body` (which writes) holding the lock, then, unless `flush` is
     /// false, makes it durable without the lock.
     private func write<T: Sendable>(flush: Bool, _ body: (Connection) throws(StoreError) -> T) throws(StoreError) -> T {
         let (result, commit) = try locked { c throws(StoreError) in
-            let result = try body(c)
+            let result: T
+            do throws(StoreError) {
+                result = try body(c)
+            } catch where error.isFull && makeRoom(c) {
+                // Our own WAL filled the disk: copied into the database and cut to nothing, there is room again.
+                result = try body(c)
+            }
             // Numbered under the lock, so commits are numbered in order.
             guard watch?.wroteFrames.exchange(false, ordering: .relaxed) == true else { return (result, nil as Int?) }
             return (result, wal?.committed(outbox: lastOutbox.load(ordering: .relaxed)))

@@ -159,3 +159,38 @@ import TestSupport
         #expect(daemon.stop().0 == 0)
     }
 }
+
+extension StorageFaultTests {
+    /// The state folder on a real, small file system (an 11 MiB tmpfs in a
+    /// mount namespace of the daemon's own): a stream of payments fills it
+    /// with the daemon's own WAL again and again. Each time the WAL is
+    /// copied into the database and cut, and the write goes on: every
+    /// payment durable, no storage fault, nothing lost, no restart.
+    @Test func aDiskFilledByOurOwnWALRecoversByItself() throws {
+        let scratch = Scratch()
+        let daemon = try Daemon(dir: scratch.path)
+        let state = daemon.dir + "/state"
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        daemon.wrapper = ["/usr/bin/unshare", "-m", "--propagation", "private"] + (geteuid() == 0 ? [] : ["-r"])
+            + ["/bin/sh", "-c", #"mount -t tmpfs -o size=11m soundbox-test "$0" && exec "$@""#, state]
+        try daemon.start()
+        #expect(try daemon.request("status")["durable"] == "true")
+        let n = 600
+        var notDurable: [String] = []
+        for i in 0..<n {
+            let r = try daemon.request("say", "1.23", "--id", "F\(i)")
+            if r["status"] != "queued" || r["durable"] != "true" { notDurable.append("F\(i): \(r.pairs)") }
+        }
+        #expect(notDurable.isEmpty, "\(notDurable.count) not durable, the first: \(notDurable.first ?? "")")
+        #expect(try daemon.request("idle", "60").ack == nil)
+        let status = try daemon.request("status")
+        #expect(status["durable"] == "true" && status["faults"] == "none", "\(status.pairs)")
+        #expect(try daemon.request("say", "1.23", "--id", "F0")["status"] == "duplicate")
+        #expect(daemon.stop().0 == 0)
+        let played = LogEvents(daemon.log(run: 1)).ids("played")
+        #expect(played.count == n && Set(played).count == n)
+        #expect(!daemon.log(run: 1).contains("storage_failed"), "a storage fault was logged")
+        // It did fill: the reserve was given up for a checkpoint.
+        #expect(daemon.log(run: 1).contains("disk_full_recovered"))
+    }
+}

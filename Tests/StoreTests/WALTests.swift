@@ -70,3 +70,27 @@ extension WALTests {
         #expect(try Store(path: tmp.path).pendingCount() == 1)
     }
 }
+
+extension WALTests {
+    /// A sustained stream (a backlog taken back to back) commits during
+    /// every background checkpoint: the WAL must still start again, and
+    /// the -wal file stay bounded at every moment (it grew to 77 MB over a
+    /// backlog of 5,000 when checkpoints were only PASSIVE).
+    @Test func theWALStaysBoundedUnderASustainedStream() throws {
+        let store = try Store(path: tmp.path)
+        let bound = Store.checkpointBytes * 2
+        var peak = 0
+        for i in 0..<1500 {
+            guard case .queued(let seq) = try store.accept(pay("S\(i)"), now: t0 + Int64(i), dedupSince: 0) else {
+                Issue.record("S\(i) not queued"); return
+            }
+            try store.markPlaying(seq: seq, now: t0 + Int64(i), flush: false)
+            try store.finish(seq: seq, state: .played, reason: nil, now: t0 + Int64(i))
+            var st = stat()
+            if stat(tmp.path + "-wal", &st) == 0 { peak = max(peak, Int(st.st_size)) }
+        }
+        #expect(store.checkpointer?.waitForCheckpoints(3, timeout: 30) == true, "fewer than 3 checkpoints over ~45,000 frames")
+        #expect(peak <= bound, "the -wal file reached \(peak) bytes (bound \(bound))")
+        #expect(try store.history(limit: 2000).count == 1500)
+    }
+}

@@ -39,7 +39,7 @@ final class BenchRig {
     deinit {
         stopDaemon()
         broker.terminate(); broker.waitUntilExit()
-        try? FileManager.default.removeItem(atPath: dir)
+        if getenv("BENCH_KEEP") == nil { try? FileManager.default.removeItem(atPath: dir) }
     }
 
     /// The daemon's settings file (read at its next start).
