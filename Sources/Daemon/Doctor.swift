@@ -76,6 +76,12 @@ enum Doctor {
                 check("database", "fail", "\(db): writes fail: \(fault.message); \(held)",
                       "the disk reports errors: check `dmesg`; an SD card that fails must be replaced")
             }
+        } else if let damaged = d.storage.damagedWAL {
+            let copies = damaged.copies.isEmpty ? "no copy could be kept" : "kept as it was: " + damaged.copies.joined(separator: ", ")
+            check("database", "fail", "\(db)-wal was damaged (\(damaged.found?.description ?? "found at an earlier start")); \(copies): "
+                      + "payments acknowledged in those transactions may be missing from the queue, the history and dedup",
+                  "ask the backend to re-send what it sent before the damage was found (the log's wal_damaged line has the time): a re-sent payment the box still knows is answered duplicate, one it lost is spoken (again, if it had been); "
+                      + (damaged.copies.isEmpty ? "the fault clears at the next start" : "keep the copy for whoever looks into it, then delete it (rm \(damaged.copies.joined(separator: " "))) to clear the fault"))
         } else if let quick = d.storage.quickCheck(), quick != "ok" {
             check("database", "fail", "\(db): \(quick)", recovery(db))
         } else {

@@ -33,7 +33,7 @@ struct Device: Sendable {
     /// database queries: the LED asks on every turn of the panel's loop).
     var faults: [String] {
         var faults: [String] = []
-        if storage.fault != nil { faults.append("storage") }
+        if storage.fault != nil || storage.damagedWAL != nil { faults.append("storage") }
         if scheduler.status.withLock({ $0.audioFault }) != nil { faults.append("audio") }
         if !voices.health(default: settings.current[.voiceLang]).ok { faults.append("voice") }
         if link.withLock({ $0.takeover }) { faults.append("takeover") }

@@ -100,6 +100,8 @@ final class Storage: Sendable {
         var adopted: [Int64: Int64] = [:]
         var nextToken: Int64 = 1
         var lastReopen = -1e9
+        /// What the last open that found a damaged WAL found.
+        var walDamage: WALDamage?
         /// The store's `diskFullRecoveries` already logged.
         var diskFullsLogged = 0
         /// Signed commands' nonces seen while the database could not be
@@ -113,6 +115,7 @@ final class Storage: Sendable {
     init(path: String) {
         self.path = path
         var s = State()
+        mayHoldDamagedWAL = !Store.damagedWALCopies(of: path).isEmpty
         do throws(StoreError) { s.store = try Self.open(path) } catch {
             s.fault = StorageFault(error)
             Log("storage").error("database_unavailable", ["path": path, "error": error.description])
@@ -122,13 +125,32 @@ final class Storage: Sendable {
                 Log("storage").warning("database_read_only", ["path": path])
             }
         }
+        s.walDamage = s.store?.walDamage
         state = Mutex(s)
     }
 
     private static func open(_ path: String) throws(StoreError) -> Store {
         if let slash = path.lastIndex(of: "/"), slash != path.startIndex { mkdir(String(path[..<slash]), 0o750) }
-        return try Store(path: path)
+        let store = try Store(path: path)
+        if let damage = store.walDamage {
+            Log("storage").error("wal_damaged", ["path": path + "-wal", "damage": damage.description, "copy": damage.copy ?? "none (it could not be copied)"])
+        }
+        return store
     }
+
+    /// A damaged WAL (docs/soundboxd.md, "A damaged write-ahead log"): what
+    /// an open of this run found, and the copies kept by this or an earlier
+    /// start. A storage fault until the technician has deleted the copies
+    /// (or, when no copy could be made, until a restart).
+    var damagedWAL: (found: WALDamage?, copies: [String])? {
+        let found = state.withLock { $0.walDamage }
+        guard found != nil || mayHoldDamagedWAL else { return nil }
+        let copies = Store.damagedWALCopies(of: path)
+        guard !copies.isEmpty || (found != nil && found?.copy == nil) else { return nil }
+        return (found, copies)
+    }
+    /// Copies of a damaged WAL were there at the start (else only an open of this run can make one).
+    private let mayHoldDamagedWAL: Bool
 
     // MARK: - Payments
 
@@ -520,12 +542,14 @@ final class Storage: Sendable {
             s.lastReopen = SystemClock.monotonic()
             guard let store = try? Self.open(path) else { return nil }
             s.store = store
+            s.walDamage = store.walDamage ?? s.walDamage
             log.info("database_reopened", ["path": path])
         }
         if s.store == nil {
             guard s.fault?.kind != .corrupt, SystemClock.monotonic() - s.lastReopen >= 5 else { return nil }
             s.lastReopen = SystemClock.monotonic()
             do throws(StoreError) { s.store = try Self.open(path) } catch { fail(&s, error, "open"); return nil }
+            s.walDamage = s.store?.walDamage ?? s.walDamage
             log.info("database_reopened", ["path": path])
         }
         if let problem = s.store?.fileProblem() {

@@ -354,6 +354,18 @@ final class Checkpointer: @unchecked Sendable {
         return try work()
     }
 
+    /// Runs `body` with no checkpoint running (tests: a copy of the files as
+    /// a crash would leave them, not one torn by a checkpoint under way).
+    func paused<T>(_ body: () throws -> T) rethrows -> T {
+        var claimed = false
+        state.wait {
+            if !running { running = true; claimed = true }
+            return claimed
+        }
+        defer { state.broadcast { running = false } }
+        return try body()
+    }
+
     /// Waits for a running checkpoint and closes the connection.
     func close() {
         state.wait { !running }

@@ -141,15 +141,29 @@ public final class Store: Sendable {
         wal = nil
         watch = nil
         reserve = nil
+        walDamage = nil
         connection = Mutex(c)
     }
 
     /// Opened with `init(readingOnly:)`.
     public let isReadOnly: Bool
 
+    /// What the check of the -wal file found when this store opened it: a
+    /// damaged log, of which SQLite replayed only the part before the damage
+    /// (`WALDamage`; the file as it was is kept beside it).
+    public let walDamage: WALDamage?
+
+    /// The copies of damaged WALs kept beside the database at `path` (by
+    /// this or an earlier start), until someone deletes them.
+    public static func damagedWALCopies(of path: String) -> [String] { WALCheck.copies(of: path + "-wal") }
+
     /// `maxPageCount` caps the file (`PRAGMA max_page_count`): tests use it to
     /// make the disk "full".
     init(path: String, maxPageCount: Int?) throws(StoreError) {
+        // Before SQLite reads the WAL (and then writes over what it could not read).
+        var damage = WALCheck.inspect(path + "-wal")
+        if damage != nil { damage?.copy = WALCheck.keep(path + "-wal") }
+        walDamage = damage
         let c = try Connection(path: path)
         sqlite3_busy_timeout(c.db, 5000)
         // A new database gets 1 KiB pages: every commit writes whole pages

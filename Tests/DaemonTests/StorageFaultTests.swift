@@ -194,3 +194,55 @@ extension StorageFaultTests {
         #expect(daemon.log(run: 1).contains("disk_full_recovered"))
     }
 }
+
+extension StorageFaultTests {
+    /// 30 payments acknowledged, the daemon killed, 200 random bytes written
+    /// into the middle of its WAL: SQLite replays only what comes before the
+    /// damage. That must not pass in silence: the WAL was checked and kept
+    /// aside before SQLite read it, the log says so, `status` has a storage
+    /// fault and `doctor` says what may be lost and what to do, until the
+    /// technician deletes the copy.
+    @Test func aDamagedWALIsReportedNotHidden() throws {
+        let scratch = Scratch()
+        let daemon = try Daemon(dir: scratch.path)
+        try daemon.start()
+        let ids = (1...30).map { "W\($0)" }
+        for id in ids { #expect(try daemon.request("say", "2.50", "--id", id)["status"] == "queued") }
+        daemon.kill9()
+        let wal = daemon.database + "-wal"
+        let size = try #require(FileManager.default.attributesOfItem(atPath: wal)[.size] as? Int)
+        #expect(size > 100_000, "the WAL holds the 30 payments (\(size) bytes)")
+        var rng = SplitMix64(seed: 18)
+        let garbage = Data((0..<200).map { _ in UInt8.random(in: 0...255, using: &rng) })
+        let handle = try #require(FileHandle(forUpdatingAtPath: wal))
+        try handle.seek(toOffset: UInt64(size / 2))
+        handle.write(garbage)
+        try handle.close()
+        let damaged = try Data(contentsOf: URL(fileURLWithPath: wal))
+
+        try daemon.start()
+        let log = daemon.log(run: 2)
+        #expect(log.contains("wal_damaged"), "no log line for the damaged WAL")
+        let copy = wal + ".damaged"
+        #expect(try Data(contentsOf: URL(fileURLWithPath: copy)) == damaged, "the WAL is kept as it was")
+        let known = try daemon.request("history", "100").pairs.records(startingWith: "id").count
+        #expect(known < ids.count, "SQLite replayed everything (\(known)): the damage did not cost anything to detect")
+        #expect(try daemon.request("status")["faults"]?.contains("storage") == true)
+        let doctor = try daemon.request("doctor").pairs.records(startingWith: "check")
+        let db = try #require(doctor.first { $0.first?.value == "database" })
+        #expect(db.first { $0.key == "status" }?.value == "fail")
+        #expect(db.first { $0.key == "detail" }?.value.contains("damaged") == true)
+        #expect(db.first { $0.key == "hint" }?.value.contains("re-send") == true)
+        // New payments are still taken, durably.
+        let r = try daemon.request("say", "1", "--id", "after")
+        #expect(r["status"] == "queued" && r["durable"] == "true")
+        #expect(daemon.stop().0 == 0)
+
+        // Still reported at the next start, until the copy is deleted.
+        try daemon.start()
+        #expect(try daemon.request("status")["faults"]?.contains("storage") == true)
+        #expect(unlink(copy) == 0)
+        #expect(try daemon.request("status")["faults"] == "none")
+        #expect(daemon.stop().0 == 0)
+    }
+}

@@ -94,3 +94,101 @@ extension WALTests {
         #expect(try store.history(limit: 2000).count == 1500)
     }
 }
+
+/// The check of the -wal file before SQLite reads it (`WALCheck`): damage
+/// with whole transactions after it is found; what a crash or a power cut
+/// leaves (a torn tail, frames of an older log past the end of a newer
+/// one) is not damage.
+extension WALTests {
+    /// The files as a crash would leave them now (the store still open),
+    /// copied to a folder of their own: the database's path there.
+    private func crashImage(_ n: Int, of store: Store) throws -> String {
+        try store.checkpointer!.paused { try copyFiles(n) }
+    }
+
+    private func copyFiles(_ n: Int) throws -> String {
+        let dir = tmp.dir + "/crash\(n)"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        for suffix in ["", "-wal"] where FileManager.default.fileExists(atPath: tmp.path + suffix) {
+            try FileManager.default.copyItem(atPath: tmp.path + suffix, toPath: dir + "/soundbox.db" + suffix)
+        }
+        return dir + "/soundbox.db"
+    }
+
+    private func overwrite(_ path: String, at offset: Int, with bytes: [UInt8]) throws {
+        let fd = open(path, O_WRONLY)
+        #expect(fd >= 0)
+        #expect(pwrite(fd, bytes, bytes.count, off_t(offset)) == bytes.count)
+        close(fd)
+    }
+
+    private func size(_ path: String) -> Int {
+        var st = stat()
+        return stat(path, &st) == 0 ? Int(st.st_size) : -1
+    }
+
+    @Test func damageInTheMiddleOfTheWALIsFoundAndTheWALKeptAside() throws {
+        let store = try Store(path: tmp.path)
+        for i in 0..<40 { _ = try store.accept(pay("D\(i)"), now: t0, dedupSince: 0) }
+        let whole = try crashImage(0, of: store)
+        #expect(WALCheck.inspect(whole + "-wal") == nil, "an intact WAL")
+        let image = try crashImage(1, of: store)
+        let wal = image + "-wal"
+        try overwrite(wal, at: size(wal) / 2, with: (0..<200).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) })
+        let before = try Data(contentsOf: URL(fileURLWithPath: wal))
+        let damaged = try Store(path: image)
+        let damage = try #require(damaged.walDamage)
+        #expect(damage.lostCommits > 5 && damage.badFrame != nil && damage.replayed > 0, "\(damage)")
+        #expect(damage.copy == wal + ".damaged")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: wal + ".damaged")) == before)
+        #expect(try damaged.pendingCount() < 40, "SQLite replayed it all: the damage cost nothing")
+        #expect(Store.damagedWALCopies(of: image) == [wal + ".damaged"])
+        // A second damage (another start) gets a copy of its own.
+        #expect(WALCheck.keep(wal) == wal + ".damaged.2")
+    }
+
+    @Test func aDamagedHeaderWithTransactionsAfterItIsFound() throws {
+        let store = try Store(path: tmp.path)
+        for i in 0..<10 { _ = try store.accept(pay("H\(i)"), now: t0, dedupSince: 0) }
+        let image = try crashImage(0, of: store)
+        try overwrite(image + "-wal", at: 16, with: [1, 2, 3, 4])   // the salts
+        let damage = try #require(WALCheck.inspect(image + "-wal"))
+        #expect(damage.badFrame == nil && damage.lostCommits >= 9, "\(damage)")
+    }
+
+    /// A power cut while frames were being written, never flushed: the tail
+    /// is cut short or holds garbage, nothing whole after it.
+    @Test func aTornTailIsNotDamage() throws {
+        let store = try Store(path: tmp.path)
+        for i in 0..<20 { _ = try store.accept(pay("T\(i)"), now: t0, dedupSince: 0) }
+        let frame = 24 + Store.pageSize
+        let cut = try crashImage(0, of: store)
+        #expect(truncate(cut + "-wal", off_t(size(cut + "-wal") - frame / 2)) == 0)
+        #expect(WALCheck.inspect(cut + "-wal") == nil)
+        let garbled = try crashImage(1, of: store)
+        let wal = garbled + "-wal"
+        let frames = (size(wal) - 32) / frame
+        try overwrite(wal, at: 32 + (frames - 1) * frame + 100, with: [UInt8](repeating: 0xA5, count: 300))
+        #expect(WALCheck.inspect(wal) == nil)
+        #expect(try Store(path: garbled).walDamage == nil)
+    }
+
+    /// A sustained stream with checkpoints that start the WAL again: crash
+    /// images taken at every moment hold a newer log over the frames of
+    /// older ones. None of them is damage, and every one opens with
+    /// everything committed before it.
+    @Test func framesOfAnOlderLogAreNotDamage() throws {
+        let store = try Store(path: tmp.path)
+        var images = 0
+        for i in 0..<1500 {
+            _ = try store.accept(pay("S\(i)"), now: t0, dedupSince: 0)
+            guard i % 97 == 0 else { continue }
+            let image = try crashImage(i, of: store)
+            images += 1
+            #expect(WALCheck.inspect(image + "-wal") == nil, "a false alarm at payment \(i)")
+            #expect(try Store(path: image).pendingCount() == i + 1)
+        }
+        #expect(store.checkpointer?.waitForCheckpoints(1, timeout: 0) == true, "no checkpoint ran: no older log to find")
+        #expect(images > 10)
+    }
+}
