@@ -114,7 +114,10 @@ public enum Daemon {
         ControlServer.reserveDescriptors()   // soft RLIMIT_NOFILE up to the hard limit (at most 65536), before anything is opened
 
         // 1. Storage: a broken database is a fault, not a crash loop.
-        let storage = Storage(path: stateDir + "/soundbox.db")
+        let boot = environment["SOUNDBOX_TEST_BOOT_ID"] ?? ClockReading.bootID
+        let storage = Storage(path: stateDir + "/soundbox.db") { [environment] in
+            ClockReading.now(synced: SystemClock.isSynchronized(environment: environment), boot: boot)
+        }
         // 2. Voices: the default pack decoded now, the others when first asked for.
         let voices = Voices(catalog: catalog)
         let bank = VoiceBank(catalog: catalog)
@@ -234,7 +237,7 @@ public enum Daemon {
         let now = SystemClock.nowMs()
         let keepMs = Int64(config[.queueRetentionDays]) * 86_400_000
         do {
-            let n = try storage.prune(before: now - keepMs, keep: config[.queueHistoryMax], dedupBefore: now - keepMs)
+            let n = try storage.prune(now: now, retention: keepMs, keep: config[.queueHistoryMax])
             if n > 0 { log.info("pruned", ["entries": "\(n)"]) }
         } catch {
             log.error("prune_failed", ["error": error.description])

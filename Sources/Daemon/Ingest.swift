@@ -49,8 +49,7 @@ final class Ingest: Sendable {
         let reader = voices.catalog.reader(lang: payment.lang, currency: payment.currency, defaultPack: config[.voiceLang])
         if let missing = reader.missing { voices.noteMissing(missing) }
         let now = SystemClock.nowMs()
-        let dedupSince = now - Int64(config[.queueRetentionDays]) * 86_400_000
-        let accepted = storage.accept(payment, now: now, dedupSince: dedupSince) { queued in
+        let accepted = storage.accept(payment, now: now) { queued in
             if case .queued(durable: true, let seq) = queued {
                 log.info("queued", ["id": payment.id, "seq": "\(seq ?? 0)"])
             } else {

@@ -76,6 +76,8 @@ final class Storage: Sendable {
     static let memoryCap = 10_000
 
     let path: String
+    /// The clock's state for every row written (`ClockReading`).
+    private let clock: @Sendable () -> ClockReading
     private let log = Log("storage")
     private let state: Mutex<State>
 
@@ -112,11 +114,12 @@ final class Storage: Sendable {
 
     /// Opens the database at `path` (creating its folder). A database that
     /// cannot be opened is a fault, not a crash: the daemon runs on memory.
-    init(path: String) {
+    init(path: String, clock: @escaping @Sendable () -> ClockReading = { .now(synced: true) }) {
         self.path = path
+        self.clock = clock
         var s = State()
         mayHoldDamagedWAL = !Store.damagedWALCopies(of: path).isEmpty
-        do throws(StoreError) { s.store = try Self.open(path) } catch {
+        do throws(StoreError) { s.store = try Self.open(path, clock) } catch {
             s.fault = StorageFault(error)
             Log("storage").error("database_unavailable", ["path": path, "error": error.description])
             if error.isPermission, let readable = try? Store(readingOnly: path) {
@@ -129,9 +132,9 @@ final class Storage: Sendable {
         state = Mutex(s)
     }
 
-    private static func open(_ path: String) throws(StoreError) -> Store {
+    private static func open(_ path: String, _ clock: @escaping @Sendable () -> ClockReading) throws(StoreError) -> Store {
         if let slash = path.lastIndex(of: "/"), slash != path.startIndex { mkdir(String(path[..<slash]), 0o750) }
-        let store = try Store(path: path)
+        let store = try Store(path: path, clock: clock)
         if let damage = store.walDamage {
             Log("storage").error("wal_damaged", ["path": path + "-wal", "damage": damage.description, "copy": damage.copy ?? "none (it could not be copied)"])
         }
@@ -154,17 +157,17 @@ final class Storage: Sendable {
 
     // MARK: - Payments
 
-    /// Ingest's transaction: dedup within `dedupSince` (ms), then store the
+    /// Ingest's transaction: dedup (an id known to the database or to memory), then store the
     /// payment durably, or hold it in memory when that fails. `committed`
     /// runs once a new payment can be read (by the scheduler), with where
     /// it is, before the flush that makes it durable, which runs without
     /// the lock. (A duplicate's receipt is committed without a flush of its
     /// own: `receipts` flushes it.)
-    func accept(_ p: Payment, now: Int64, dedupSince: Int64, committed: (Accepted) -> Void = { _ in }) -> Accepted {
+    func accept(_ p: Payment, now: Int64, committed: (Accepted) -> Void = { _ in }) -> Accepted {
         let (result, written) = state.withLock { s -> (Accepted, (Store, Int)?) in
             if let store = writable(&s, now: now) {
                 do throws(StoreError) {
-                    switch try store.accept(p, now: now, dedupSince: dedupSince, flush: false) {
+                    switch try store.accept(p, now: now, flush: false) {
                     case .queued(let seq): return (.queued(durable: true, seq: seq), (store, store.lastCommit))
                     case .duplicate(let earlier): return (.duplicate(earlier: earlier.map { "seq \($0.seq) \($0.state.rawValue)" } ?? "pruned"), nil)
                     }
@@ -172,7 +175,7 @@ final class Storage: Sendable {
                     fail(&s, error, "accept")
                 }
             }
-            return (acceptInMemory(&s, p, now: now, dedupSince: dedupSince), nil)
+            return (acceptInMemory(&s, p, now: now), nil)
         }
         guard case .queued(_, let seq) = result else { return result }
         committed(result)
@@ -191,13 +194,13 @@ final class Storage: Sendable {
         }
     }
 
-    private func acceptInMemory(_ s: inout State, _ p: Payment, now: Int64, dedupSince: Int64) -> Accepted {
+    private func acceptInMemory(_ s: inout State, _ p: Payment, now: Int64) -> Accepted {
         // Memory: a duplicate of anything held here, or of what the database can still read.
-        if let held = s.entries.last(where: { $0.payment.id == p.id }), held.acceptedAt >= dedupSince {
+        if let held = s.entries.last(where: { $0.payment.id == p.id }) {
             holdReceipt(&s, Receipt(id: p.id, status: .duplicate, ts: now / 1000, durable: false))
             return .duplicate(earlier: "in memory, \(held.state.rawValue)")
         }
-        if let earlier = try? s.store?.entry(id: p.id), earlier.acceptedAt >= dedupSince {
+        if let earlier = try? s.store?.entry(id: p.id) {
             holdReceipt(&s, Receipt(id: p.id, status: .duplicate, ts: now / 1000, durable: false))
             return .duplicate(earlier: "seq \(earlier.seq) \(earlier.state.rawValue)")
         }
@@ -398,10 +401,10 @@ final class Storage: Sendable {
     }
 
     /// Prunes history (Store.prune); the database only.
-    func prune(before: Int64, keep: Int, dedupBefore: Int64) throws(StoreError) -> Int {
+    func prune(now: Int64, retention: Int64, keep: Int) throws(StoreError) -> Int {
         let result: Result<Int, StoreError> = state.withLock { s in
             guard let store = writable(&s, now: SystemClock.nowMs()) else { return .success(0) }
-            do throws(StoreError) { return .success(try store.prune(before: before, keep: keep, dedupBefore: dedupBefore, flush: false)) } catch { return .failure(error) }
+            do throws(StoreError) { return .success(try store.prune(now: now, retention: retention, keep: keep, flush: false)) } catch { return .failure(error) }
         }
         return try result.get()
     }
@@ -472,7 +475,7 @@ final class Storage: Sendable {
         state.withLock { s in
             if let seen = s.nonces[nonce], seen >= since { return false }
             if let store = writable(&s, now: now) {
-                do throws(StoreError) { return try store.useNonce(nonce, now: now, since: since) } catch {
+                do throws(StoreError) { return try store.useNonce(nonce, now: now) } catch {
                     fail(&s, error, "useNonce")
                 }
             }
@@ -540,7 +543,7 @@ final class Storage: Sendable {
             // Perhaps writable again (remounted, owner fixed): try now and then.
             guard SystemClock.monotonic() - s.lastReopen >= 5 else { return nil }
             s.lastReopen = SystemClock.monotonic()
-            guard let store = try? Self.open(path) else { return nil }
+            guard let store = try? Self.open(path, clock) else { return nil }
             s.store = store
             s.walDamage = store.walDamage ?? s.walDamage
             log.info("database_reopened", ["path": path])
@@ -548,7 +551,7 @@ final class Storage: Sendable {
         if s.store == nil {
             guard s.fault?.kind != .corrupt, SystemClock.monotonic() - s.lastReopen >= 5 else { return nil }
             s.lastReopen = SystemClock.monotonic()
-            do throws(StoreError) { s.store = try Self.open(path) } catch { fail(&s, error, "open"); return nil }
+            do throws(StoreError) { s.store = try Self.open(path, clock) } catch { fail(&s, error, "open"); return nil }
             s.walDamage = s.store?.walDamage ?? s.walDamage
             log.info("database_reopened", ["path": path])
         }
@@ -621,7 +624,7 @@ final class Storage: Sendable {
             s.store = nil
             guard rename(temporary, path) == 0 else { throw StoreError(call: "rename(\(temporary), \(path))", code: 10, message: String(cString: strerror(errno))) }
             if let slash = path.lastIndex(of: "/") { try? Self.sync(slash == path.startIndex ? "/" : String(path[..<slash])) }
-            s.store = try Self.open(path)
+            s.store = try Self.open(path, clock)
             log.info("database_restored", ["path": path])
             return true
         } catch {

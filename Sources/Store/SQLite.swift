@@ -74,7 +74,9 @@ final class Connection {
 
     /// Runs one statement with `args` bound to its `?` parameters, in order,
     /// to the end (its rows, if any, are ignored).
-    func run(_ sql: String, _ args: any Bindable...) throws(StoreError) {
+    func run(_ sql: String, _ args: any Bindable...) throws(StoreError) { try run(sql, args) }
+
+    func run(_ sql: String, _ args: [any Bindable]) throws(StoreError) {
         let statement = try Statement(db: db, sql: sql, args)
         while try statement.step() {}
     }
@@ -160,6 +162,10 @@ protocol Bindable {
 
 extension Int64: Bindable {
     func bind(to statement: OpaquePointer, at index: Int32) -> Int32 { sqlite3_bind_int64(statement, index, self) }
+}
+
+extension Bool: Bindable {
+    func bind(to statement: OpaquePointer, at index: Int32) -> Int32 { sqlite3_bind_int64(statement, index, self ? 1 : 0) }
 }
 
 extension String: Bindable {

@@ -47,6 +47,25 @@ enum Schema {
         """
         ALTER TABLE payments ADD COLUMN summary INTEGER;
         """,
+        // v5. Dating under a clock that jumps (docs/soundboxd.md, "Dedup and
+        // a clock that jumps"): for payments, dedup records and nonces, the
+        // boot they were written in, the ms since that boot began, and
+        // whether the wall clock was synchronised (`dated`; rows written
+        // before have only their wall time, as before: dated). `dedup.n`:
+        // the payment's seq, the order the count cap deletes in.
+        """
+        ALTER TABLE payments ADD COLUMN boot TEXT;
+        ALTER TABLE payments ADD COLUMN mono INTEGER;
+        ALTER TABLE payments ADD COLUMN dated INTEGER NOT NULL DEFAULT 1;
+        ALTER TABLE dedup ADD COLUMN boot TEXT;
+        ALTER TABLE dedup ADD COLUMN mono INTEGER;
+        ALTER TABLE dedup ADD COLUMN dated INTEGER NOT NULL DEFAULT 1;
+        ALTER TABLE dedup ADD COLUMN n INTEGER;
+        CREATE INDEX dedup_n ON dedup (n);
+        ALTER TABLE nonces ADD COLUMN boot TEXT;
+        ALTER TABLE nonces ADD COLUMN mono INTEGER;
+        ALTER TABLE nonces ADD COLUMN dated INTEGER NOT NULL DEFAULT 1;
+        """,
     ]
     /// The version this program writes.
     static var version: Int { migrations.count }

@@ -112,9 +112,12 @@ public final class Store: Sendable {
     /// with `isCorrupt` for a damaged or non-database file (`PRAGMA
     /// quick_check` runs at every open), and refuses, with a message saying
     /// "newer", a database written by a newer schema.
-    public convenience init(path: String) throws(StoreError) {
-        try self.init(path: path, maxPageCount: nil)
+    public convenience init(path: String, clock: @escaping @Sendable () -> ClockReading = { .now(synced: true) }) throws(StoreError) {
+        try self.init(path: path, maxPageCount: nil, clock: clock)
     }
+
+    /// The clock's state when a row is written (`ClockReading`).
+    private let clock: @Sendable () -> ClockReading
 
     /// Opens an existing database for reading only, when it cannot be
     /// written (a read-only file system or folder): dedup, history and the
@@ -138,6 +141,7 @@ public final class Store: Sendable {
         self.path = path
         identity = Self.identity(of: path)
         isReadOnly = true
+        clock = { .now(synced: true) }
         wal = nil
         watch = nil
         reserve = nil
@@ -159,7 +163,8 @@ public final class Store: Sendable {
 
     /// `maxPageCount` caps the file (`PRAGMA max_page_count`): tests use it to
     /// make the disk "full".
-    init(path: String, maxPageCount: Int?) throws(StoreError) {
+    init(path: String, maxPageCount: Int?, clock: @escaping @Sendable () -> ClockReading = { .now(synced: true) }) throws(StoreError) {
+        self.clock = clock
         // Before SQLite reads the WAL (and then writes over what it could not read).
         var damage = WALCheck.inspect(path + "-wal")
         if damage != nil { damage?.copy = WALCheck.keep(path + "-wal") }
@@ -283,29 +288,30 @@ public final class Store: Sendable {
     public func copy(to target: String) throws(StoreError) {
         try locked { c throws(StoreError) in try c.run("VACUUM INTO ?", target) }
     }
-    /// The ingest transaction, durable when it returns. If `payment.id` was
-    /// accepted at or after `dedupSince` (ms): `.duplicate` and a `duplicate`
-    /// receipt in the outbox. Otherwise the payment is stored (queued, plays
+    /// The ingest transaction, durable when it returns. If `payment.id` has
+    /// a dedup record (kept for the retention window: `prune`): `.duplicate`
+    /// and a `duplicate` receipt in the outbox, whatever the clock says now. Otherwise the payment is stored (queued, plays
     /// 0), its id remembered for dedup, a `queued` receipt put in the outbox:
     /// `.queued(seq:)`. `now` is Unix ms; receipts carry `now / 1000`.
     /// Failpoint "after_insert": a new payment written, not yet committed.
-    public func accept(_ payment: Payment, now: Int64, dedupSince: Int64, flush: Bool = true) throws(StoreError) -> AcceptOutcome {
-        try write(flush: flush) { c throws(StoreError) in
+    public func accept(_ payment: Payment, now: Int64, flush: Bool = true) throws(StoreError) -> AcceptOutcome {
+        let clock = self.clock()
+        return try write(flush: flush) { c throws(StoreError) in
             try c.transaction { () throws(StoreError) -> AcceptOutcome in
-                let seen = try c.rows("SELECT accepted_at FROM dedup WHERE id = ?", payment.id) { $0.int64(0) }
-                if let seen = seen.first, seen >= dedupSince {
+                if try !c.rows("SELECT 1 FROM dedup WHERE id = ?", payment.id, row: { $0.int64(0) }).isEmpty {
                     let earlier = try c.rows("SELECT \(Entry.columns) FROM payments WHERE id = ? ORDER BY seq DESC LIMIT 1",
                                              payment.id, row: Entry.init(row:))
                     try append(Receipt(id: payment.id, status: .duplicate, ts: now / 1000), now: now, c)
                     return .duplicate(of: earlier.first)
                 }
                 try c.run("""
-                    INSERT INTO payments (id, amount_minor, currency, channel, lang, ts, accepted_at, updated_at, state, plays)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', 0)
+                    INSERT INTO payments (id, amount_minor, currency, channel, lang, ts, accepted_at, updated_at, state, plays, boot, mono, dated)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?, ?, ?)
                     """, payment.id, payment.amount.minorUnits, payment.currency, payment.channel.rawValue,
-                    payment.lang, payment.ts, now, now)
+                    payment.lang, payment.ts, now, now, clock.boot, clock.sinceBoot, clock.synced)
                 let seq = sqlite3_last_insert_rowid(c.db)
-                try c.run("INSERT OR REPLACE INTO dedup (id, accepted_at) VALUES (?, ?)", payment.id, now)
+                try c.run("INSERT OR REPLACE INTO dedup (id, accepted_at, boot, mono, dated, n) VALUES (?, ?, ?, ?, ?, ?)",
+                          payment.id, now, clock.boot, clock.sinceBoot, clock.synced, seq)
                 try append(Receipt(id: payment.id, status: .queued, ts: now / 1000), now: now, c)
                 Failpoint.hit("after_insert")
                 return .queued(seq: seq)
@@ -507,14 +513,14 @@ public final class Store: Sendable {
     }
 
     /// Records a signed command's nonce: true the first time it is seen
-    /// since `since` (ms), false for a replay.
-    public func useNonce(_ nonce: String, now: Int64, since: Int64) throws(StoreError) -> Bool {
-        try write(flush: true) { c throws(StoreError) in
+    /// (within the retention window: `prune`), false for a replay.
+    public func useNonce(_ nonce: String, now: Int64) throws(StoreError) -> Bool {
+        let clock = self.clock()
+        return try write(flush: true) { c throws(StoreError) in
             try c.transaction { () throws(StoreError) -> Bool in
-                if let seen = try c.rows("SELECT seen_at FROM nonces WHERE nonce = ?", nonce, row: { $0.int64(0) }).first, seen >= since {
-                    return false
-                }
-                try c.run("INSERT OR REPLACE INTO nonces (nonce, seen_at) VALUES (?, ?)", nonce, now)
+                guard try c.rows("SELECT 1 FROM nonces WHERE nonce = ?", nonce, row: { $0.int64(0) }).isEmpty else { return false }
+                try c.run("INSERT INTO nonces (nonce, seen_at, boot, mono, dated) VALUES (?, ?, ?, ?, ?)",
+                          nonce, now, clock.boot, clock.sinceBoot, clock.synced)
                 return true
             }
         }
@@ -539,19 +545,25 @@ public final class Store: Sendable {
     /// acceptance order is kept after everything already stored), their
     /// dedup records, and `receipts` into the outbox. Returns the seqs.
     public func adopt(_ entries: [Adopted], receipts: [Receipt], now: Int64) throws(StoreError) -> [Int64] {
-        try write(flush: true) { c throws(StoreError) in
+        let clock = self.clock()
+        return try write(flush: true) { c throws(StoreError) in
             try c.transaction { () throws(StoreError) -> [Int64] in
                 var seqs: [Int64] = []
                 for e in entries {
                     let p = e.payment
+                    // Held in memory, so accepted in this boot, this long ago.
+                    let mono = clock.sinceBoot - max(0, now - e.acceptedAt)
                     try c.run("""
-                        INSERT INTO payments (id, amount_minor, currency, channel, lang, ts, accepted_at, updated_at, state, plays, reason)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        INSERT INTO payments (id, amount_minor, currency, channel, lang, ts, accepted_at, updated_at, state, plays, reason, boot, mono, dated)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """, p.id, p.amount.minorUnits, p.currency, p.channel.rawValue, p.lang, p.ts, e.acceptedAt, e.updatedAt,
-                        e.state.rawValue, Int64(e.plays), e.reason)
-                    seqs.append(sqlite3_last_insert_rowid(c.db))
-                    try c.run("INSERT OR REPLACE INTO dedup (id, accepted_at) VALUES (?, max(?, coalesce((SELECT accepted_at FROM dedup WHERE id = ?), 0)))",
-                              p.id, e.acceptedAt, p.id)
+                        e.state.rawValue, Int64(e.plays), e.reason, clock.boot, mono, clock.synced)
+                    let seq = sqlite3_last_insert_rowid(c.db)
+                    seqs.append(seq)
+                    try c.run("""
+                        INSERT INTO dedup (id, accepted_at, boot, mono, dated, n) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                        ON CONFLICT (id) DO UPDATE SET accepted_at = max(accepted_at, ?2), boot = ?3, mono = ?4, dated = ?5, n = ?6
+                        """, p.id, e.acceptedAt, clock.boot, mono, clock.synced, seq)
                 }
                 for r in receipts { try append(r, now: now, c) }
                 return seqs
@@ -559,22 +571,51 @@ public final class Store: Sendable {
         }
     }
 
-    /// Deletes final-state entries accepted before `before` (ms) and all but
-    /// the newest `keep` final-state entries, and dedup records accepted
-    /// before `dedupBefore` (ms). Pending entries and the outbox are never
-    /// touched. Dedup records go by age only, so a count-pruned entry's id is
-    /// still a duplicate within the window. Returns the entries deleted.
-    public func prune(before: Int64, keep: Int, dedupBefore: Int64, flush: Bool = true) throws(StoreError) -> Int {
+    /// The dedup records kept at most, whatever the clock: the newest (by
+    /// seq). Bounds the database of a box whose clock is never set.
+    public static let dedupCap = 200_000
+
+    /// Deletes final-state entries older than `retention` (ms) and all but
+    /// the newest `keep` final-state entries, and dedup records and nonces
+    /// older than `retention` (and dedup records past `dedupCap`). Pending
+    /// entries and the outbox are never touched. Dedup records go by age
+    /// only, so a count-pruned entry's id is still a duplicate within the
+    /// window. Returns the entries deleted.
+    ///
+    /// Ages hold for real elapsed time however the wall clock jumped
+    /// (docs/soundboxd.md, "Dedup and a clock that jumps"): rows written
+    /// while the clock was not synchronised are dated once it is (exactly,
+    /// by the boot's own clock, if written in this boot; else as of this
+    /// boot's start, the latest they can have been written); a row of this
+    /// boot goes only once the boot's own clock says it is old too; while
+    /// the clock is not synchronised only rows of this boot can be aged at all.
+    public func prune(now: Int64, retention: Int64, keep: Int, flush: Bool = true) throws(StoreError) -> Int {
         precondition(keep >= 0, "prune(keep:) must not be negative")
+        let clock = self.clock()
         return try write(flush: flush) { c throws(StoreError) in
             try c.transaction { () throws(StoreError) -> Int in
+                // ?1 now, ?2 retention, ?3 this boot, ?4 ms since it began, ?5 synchronised.
+                let args: [any Bindable] = [now, retention, clock.boot, clock.sinceBoot, clock.synced]
+                for (table, at) in [("payments", "accepted_at"), ("dedup", "accepted_at"), ("nonces", "seen_at")] where clock.synced {
+                    try c.run("""
+                        UPDATE \(table) SET \(at) = CASE WHEN boot = ?3 AND mono <= ?4 THEN ?1 - (?4 - mono) ELSE ?1 - ?4 END, dated = 1
+                        WHERE dated = 0
+                        """, Array(args.prefix(4)))
+                    // A time ahead of a synchronised clock: it was set wrong then.
+                    try c.run("UPDATE \(table) SET \(at) = ?1 WHERE \(at) > ?1", now)
+                }
+                let old = { (at: String) in
+                    "(?5 AND dated = 1 AND \(at) < ?1 - ?2 AND (boot IS NOT ?3 OR ?4 - mono >= ?2) OR NOT ?5 AND boot = ?3 AND ?4 - mono >= ?2)"
+                }
                 try c.run("""
-                    DELETE FROM payments WHERE NOT \(Self.isPending) AND (accepted_at < ?1 OR seq NOT IN
-                        (SELECT seq FROM payments WHERE NOT \(Self.isPending) ORDER BY seq DESC LIMIT ?2))
-                    """, before, Int64(keep))
+                    DELETE FROM payments WHERE NOT \(Self.isPending) AND (\(old("accepted_at")) OR seq NOT IN
+                        (SELECT seq FROM payments WHERE NOT \(Self.isPending) ORDER BY seq DESC LIMIT ?6))
+                    """, args + [Int64(keep)])
                 let deleted = c.changes
-                try c.run("DELETE FROM dedup WHERE accepted_at < ?", dedupBefore)
-                try c.run("DELETE FROM nonces WHERE seen_at < ?", dedupBefore)
+                try c.run("DELETE FROM dedup WHERE \(old("accepted_at"))", args)
+                try c.run("DELETE FROM nonces WHERE \(old("seen_at"))", args)
+                try c.run("DELETE FROM dedup WHERE id IN (SELECT id FROM dedup ORDER BY n LIMIT max(0, (SELECT count(*) FROM dedup) - ?))",
+                          Int64(Self.dedupCap))
                 return deleted
             }
         }

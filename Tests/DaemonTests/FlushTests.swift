@@ -2,20 +2,27 @@ import Foundation
 import Testing
 import SoundboxStore
 
+/// An LD_PRELOAD shim built from the checkout's C source `source` for the
+/// tests (once per run; a C compiler: scripts/test installs gcc).
+enum CShim {
+    static func build(_ source: String) -> Result<String, TestFailure> {
+        let name = source.split(separator: "/").last!.split(separator: ".").first!
+        let out = "/tmp/sbx-\(name)-\(getpid()).so"
+        let cc = ["/usr/bin/cc", "/usr/bin/gcc", "/usr/bin/clang"].first { FileManager.default.isExecutableFile(atPath: $0) }
+        guard let cc else { return .failure(TestFailure("no C compiler for \(source) (scripts/test installs gcc)")) }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: cc)
+        p.arguments = ["-shared", "-fPIC", "-O2", "-o", out, Build.root + "/" + source, "-ldl"]
+        do { try p.run() } catch { return .failure(TestFailure("\(cc): \(error)")) }
+        p.waitUntilExit()
+        return p.terminationStatus == 0 ? .success(out) : .failure(TestFailure("\(cc) failed on \(source)"))
+    }
+}
+
 /// bench/flushdelay.c built for the tests: soundboxd's fsync/fdatasync
 /// calls counted, and slowed down on demand (docs/soundboxd.md, "Flushes").
 enum FlushShim {
-    static let library: Result<String, TestFailure> = {
-        let out = "/tmp/sbx-flushdelay-\(getpid()).so"
-        let cc = ["/usr/bin/cc", "/usr/bin/gcc", "/usr/bin/clang"].first { FileManager.default.isExecutableFile(atPath: $0) }
-        guard let cc else { return .failure(TestFailure("no C compiler for bench/flushdelay.c (scripts/test installs gcc)")) }
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: cc)
-        p.arguments = ["-shared", "-fPIC", "-O2", "-o", out, Build.root + "/bench/flushdelay.c", "-ldl"]
-        do { try p.run() } catch { return .failure(TestFailure("\(cc): \(error)")) }
-        p.waitUntilExit()
-        return p.terminationStatus == 0 ? .success(out) : .failure(TestFailure("\(cc) failed on bench/flushdelay.c"))
-    }()
+    static let library = CShim.build("bench/flushdelay.c")
 
     /// The environment that runs soundboxd under the shim, counting into
     /// `counter` and sleeping as many ms as `delayFile` says (if given).

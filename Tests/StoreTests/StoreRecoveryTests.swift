@@ -13,7 +13,7 @@ import Testing
     /// their dedup records and receipts, after everything already stored.
     @Test func adoptWritesEntriesDedupAndReceiptsInOneGo() throws {
         let store = try Store(path: tmp.path)
-        #expect(try store.accept(pay("S1"), now: t0, dedupSince: 0) == .queued(seq: 1))
+        #expect(try store.accept(pay("S1"), now: t0) == .queued(seq: 1))
         let held = [
             Store.Adopted(payment: pay("M1", 250), state: .played, acceptedAt: t0 + 10, updatedAt: t0 + 20, plays: 1, reason: nil),
             Store.Adopted(payment: pay("M2"), state: .queued, acceptedAt: t0 + 30, updatedAt: t0 + 30, plays: 0, reason: nil),
@@ -23,7 +23,7 @@ import Testing
         #expect(try store.pending().map(\.payment.id) == ["S1", "M2"])
         #expect(try store.entry(id: "M1")?.state == .played)
         #expect(try store.entry(id: "M1")?.plays == 1)
-        #expect(try store.accept(pay("M1"), now: t0 + 50, dedupSince: 0) == .duplicate(of: try store.entry(id: "M1")),
+        #expect(try store.accept(pay("M1"), now: t0 + 50) == .duplicate(of: try store.entry(id: "M1")),
                 "dedup covers what was spoken from memory")
         #expect(try store.outbox(limit: 10).map(\.payload).contains(#"{"id":"M1","status":"played","ts":2,"durable":false}"#))
     }
@@ -42,10 +42,10 @@ import Testing
     @Test func aDeletedOrReplacedFileIsNoticedAndTheCopyHasEverything() throws {
         let store = try Store(path: tmp.path)
         #expect(store.fileProblem() == nil)
-        _ = try store.accept(pay("A"), now: t0, dedupSince: 0)
+        _ = try store.accept(pay("A"), now: t0)
         #expect(unlink(tmp.path) == 0)
         #expect(store.fileProblem()?.contains("was deleted") == true)
-        _ = try store.accept(pay("B"), now: t0 + 1, dedupSince: 0)   // into the unlinked file
+        _ = try store.accept(pay("B"), now: t0 + 1)   // into the unlinked file
         let copy = tmp.dir + "/copy.db"
         try store.copy(to: copy)
         #expect(try Store(path: copy).history(limit: 10).map(\.payment.id) == ["B", "A"])

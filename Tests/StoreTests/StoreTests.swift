@@ -13,6 +13,31 @@ func pay(_ id: String, _ minor: Int64 = 100) -> Payment {
 }
 
 /// A database path in a fresh folder, removed (with -wal and -shm) when the value dies.
+/// The clock as the store sees it, moved by the test: synchronised, in a
+/// boot of its own that began at 0.
+final class FakeClock: @unchecked Sendable {
+    private let lock = NSLock()
+    private var reading = ClockReading(synced: true, boot: "boot-1", sinceBoot: 0)
+    private var boots = 1
+
+    var read: @Sendable () -> ClockReading { { [self] in lock.withLock { reading } } }
+
+    func set(synced: Bool? = nil, sinceBoot: Int64? = nil) {
+        lock.withLock {
+            if let synced { reading.synced = synced }
+            if let sinceBoot { reading.sinceBoot = sinceBoot }
+        }
+    }
+
+    /// A new boot, its own clock at 0 again.
+    func reboot(synced: Bool = true) {
+        lock.withLock {
+            boots += 1
+            reading = ClockReading(synced: synced, boot: "boot-\(boots)", sinceBoot: 0)
+        }
+    }
+}
+
 final class TempDB {
     let dir: String
     var path: String { dir + "/soundbox.db" }
@@ -30,9 +55,9 @@ final class TempDB {
         let store = try Store(path: tmp.path)
         let p = Payment(id: "T1", amount: Amount(minorUnits: 12345), currency: "CNY", channel: .alipay,
                         ts: 1_699_999_990, lang: "zh-CN")
-        #expect(try store.accept(p, now: t0, dedupSince: t0 - 7 * day) == .queued(seq: 1))
+        #expect(try store.accept(p, now: t0) == .queued(seq: 1))
         let first = Entry(seq: 1, payment: p, state: .queued, acceptedAt: t0, updatedAt: t0, plays: 0, reason: nil)
-        #expect(try store.accept(p, now: t0 + 1000, dedupSince: t0 + 1000 - 7 * day) == .duplicate(of: first))
+        #expect(try store.accept(p, now: t0 + 1000) == .duplicate(of: first))
         #expect(try store.pending() == [first])
         #expect(try store.outbox(limit: 10).map(\.payload) == [
             #"{"id":"T1","status":"queued","ts":1700000000}"#,
@@ -40,24 +65,30 @@ final class TempDB {
         ])
     }
 
-    @Test func sameIDAcceptedBeforeTheWindowIsQueuedAgain() throws {
-        let store = try Store(path: tmp.path)
-        #expect(try store.accept(pay("T1"), now: t0, dedupSince: t0 - 7 * day) == .queued(seq: 1))
+    @Test func sameIDIsQueuedAgainOnlyOnceItsDedupRecordIsPruned() throws {
+        let clock = FakeClock()
+        let store = try Store(path: tmp.path, clock: clock.read)
+        #expect(try store.accept(pay("T1"), now: t0) == .queued(seq: 1))
+        try store.finish(seq: 1, state: .played, reason: nil, now: t0)
         let later = t0 + 8 * day
-        #expect(try store.accept(pay("T1"), now: later, dedupSince: later - 7 * day) == .queued(seq: 2))
+        // Past the window by the wall clock, but still known: a duplicate until pruned.
+        #expect(try store.accept(pay("T1"), now: later) == .duplicate(of: try store.entry(id: "T1")))
+        clock.reboot()
+        _ = try store.prune(now: later, retention: 7 * day, keep: 100)
+        #expect(try store.accept(pay("T1"), now: later) == .queued(seq: 2))
         #expect(try store.entry(id: "T1")?.seq == 2, "the newest entry with the id")
         // The window now runs from the second acceptance.
-        guard case .duplicate(let of) = try store.accept(pay("T1"), now: later + 1, dedupSince: later - 7 * day) else {
+        guard case .duplicate(let of) = try store.accept(pay("T1"), now: later + 1) else {
             Issue.record("expected a duplicate"); return
         }
         #expect(of?.seq == 2)
-        #expect(try store.pendingCount() == 2)
+        #expect(try store.pendingCount() == 1)
     }
 
     @Test func nextFollowsAcceptanceOrder() throws {
         let store = try Store(path: tmp.path)
         for (i, id) in ["C", "A", "B"].enumerated() {
-            _ = try store.accept(pay(id), now: t0 + Int64(i), dedupSince: 0)
+            _ = try store.accept(pay(id), now: t0 + Int64(i))
         }
         var spoken: [String] = []
         while let e = try store.next() {
@@ -72,7 +103,7 @@ final class TempDB {
     @Test func nextPrefersAnEntryLeftPlayingByACrash() throws {
         do {
             let store = try Store(path: tmp.path)
-            for id in ["A", "B", "C"] { _ = try store.accept(pay(id), now: t0, dedupSince: 0) }
+            for id in ["A", "B", "C"] { _ = try store.accept(pay(id), now: t0) }
             try store.markPlaying(seq: 2, now: t0 + 5)
         }   // "crash": the store is closed with B still playing
         let store = try Store(path: tmp.path)
@@ -85,7 +116,7 @@ final class TempDB {
 
     @Test func markPlayingCountsPlaysAndOnlyPendingEntriesMove() throws {
         let store = try Store(path: tmp.path)
-        _ = try store.accept(pay("T1"), now: t0, dedupSince: 0)
+        _ = try store.accept(pay("T1"), now: t0)
         try store.markPlaying(seq: 1, now: t0 + 1)
         try store.markPlaying(seq: 1, now: t0 + 2)
         let e = try #require(try store.entry(id: "T1"))
@@ -101,8 +132,8 @@ final class TempDB {
 
     @Test func finishWritesItsReceiptInTheSameTransaction() throws {
         let store = try Store(path: tmp.path)
-        _ = try store.accept(pay("T1"), now: t0 - 5000, dedupSince: 0)
-        _ = try store.accept(pay("T2"), now: t0 - 5000, dedupSince: 0)
+        _ = try store.accept(pay("T1"), now: t0 - 5000)
+        _ = try store.accept(pay("T2"), now: t0 - 5000)
         let before = try store.outbox(limit: 10).count
         try store.finish(seq: 1, state: .played, reason: nil, now: t0 + 999)
         try store.finish(seq: 2, state: .failed, reason: "audio device \"default\" unavailable", now: t0 + 2000)
@@ -117,7 +148,7 @@ final class TempDB {
 
     @Test func outboxIsReadOldestFirstAndDeletedByNumber() throws {
         let store = try Store(path: tmp.path)
-        for id in ["A", "B", "C"] { _ = try store.accept(pay(id), now: t0, dedupSince: 0) }
+        for id in ["A", "B", "C"] { _ = try store.accept(pay(id), now: t0) }
         try store.appendReceipt(Receipt(id: nil, status: .rejected, ts: 1_700_000_000, reason: "not JSON"), now: t0)
         let all = try store.outbox(limit: 10)
         #expect(all.map(\.n) == all.map(\.n).sorted())
@@ -146,37 +177,41 @@ final class TempDB {
     }
 
     @Test func pruneKeepsPendingDropsOldAndOverCountFinalEntriesAndKeepsDedupByAge() throws {
-        let store = try Store(path: tmp.path)
+        let clock = FakeClock()
+        let store = try Store(path: tmp.path, clock: clock.read)
         let old = t0 - 10 * day, recent = t0 - day
-        _ = try store.accept(pay("A"), now: old, dedupSince: 0)           // 1: final, old
-        _ = try store.accept(pay("P"), now: old, dedupSince: 0)           // 2: pending, old
-        for id in ["B", "C", "D", "E", "F"] { _ = try store.accept(pay(id), now: recent, dedupSince: 0) }  // 3...7
-        _ = try store.accept(pay("Q"), now: t0, dedupSince: 0)            // 8: pending
+        _ = try store.accept(pay("A"), now: old)           // 1: final, old
+        _ = try store.accept(pay("P"), now: old)           // 2: pending, old
+        for id in ["B", "C", "D", "E", "F"] { _ = try store.accept(pay(id), now: recent) }  // 3...7
+        _ = try store.accept(pay("Q"), now: t0)            // 8: pending
         for seq: Int64 in [1, 3, 4, 5, 6, 7] { try store.finish(seq: seq, state: .played, reason: nil, now: t0) }
         let outbox = try store.outbox(limit: 100)
 
-        #expect(try store.prune(before: t0 - 7 * day, keep: 3, dedupBefore: t0 - 7 * day) == 3)
+        clock.reboot()   // the wall clock alone dates them (nothing of this boot)
+        #expect(try store.prune(now: t0, retention: 7 * day, keep: 3) == 3)
         #expect(try store.history(limit: 100).map(\.payment.id) == ["Q", "F", "E", "D", "P"])
         #expect(try store.pending().map(\.payment.id) == ["P", "Q"])
         #expect(try store.outbox(limit: 100) == outbox, "prune never touches the outbox")
         // B's entry is gone but its dedup record (1 day old) is kept.
-        #expect(try store.accept(pay("B"), now: t0, dedupSince: t0 - 7 * day) == .duplicate(of: nil))
-        // A's dedup record (10 days old) is gone, even for a window that would still include it.
-        #expect(try store.accept(pay("A"), now: t0, dedupSince: t0 - 20 * day) == .queued(seq: 9))
-        #expect(try store.prune(before: t0 - 7 * day, keep: 3, dedupBefore: t0 - 7 * day) == 0)
+        #expect(try store.accept(pay("B"), now: t0) == .duplicate(of: nil))
+        // A's dedup record (10 days old) is gone.
+        #expect(try store.accept(pay("A"), now: t0) == .queued(seq: 9))
+        #expect(try store.prune(now: t0, retention: 7 * day, keep: 3) == 0)
     }
 
     @Test func reopenKeepsEverythingAndNeverReusesASeq() throws {
         var snapshot: ([Entry], [Entry], [OutboxItem], [String: String])?
         do {
-            let store = try Store(path: tmp.path)
-            for id in ["A", "B", "C", "D"] { _ = try store.accept(pay(id, 250), now: t0, dedupSince: 0) }
+            let clock = FakeClock()
+            let store = try Store(path: tmp.path, clock: clock.read)
+            for id in ["A", "B", "C", "D"] { _ = try store.accept(pay(id, 250), now: t0) }
             try store.markPlaying(seq: 2, now: t0 + 1)
             try store.finish(seq: 1, state: .muted, reason: nil, now: t0 + 2)
             try store.finish(seq: 4, state: .expired, reason: "stale", now: t0 + 2)
             try store.updateOverlay(["audio.volume": "3"])
             // Prune both final entries, among them the newest (seq 4): its seq must still not come back.
-            #expect(try store.prune(before: t0 + 1, keep: 10, dedupBefore: 0) == 2)
+            clock.reboot()
+            #expect(try store.prune(now: t0 + 1 + day, retention: day, keep: 10) == 2)
             snapshot = (try store.pending(), try store.history(limit: 10), try store.outbox(limit: 100), try store.overlay())
         }
         let store = try Store(path: tmp.path)
@@ -186,16 +221,16 @@ final class TempDB {
         #expect(try store.outbox(limit: 100) == outbox)
         #expect(try store.overlay() == overlay)
         #expect(try store.connection.withLock { c throws(StoreError) in try c.userVersion() } == Schema.version)
-        #expect(Schema.version == 4)
-        #expect(try store.accept(pay("E"), now: t0 + 3, dedupSince: 0) == .queued(seq: 5))
+        #expect(Schema.version == 5)
+        #expect(try store.accept(pay("E"), now: t0 + 3) == .queued(seq: 5))
         #expect(store.quickCheck() == "ok")
     }
 
     @Test func historyEntryAndSummary() throws {
         let store = try Store(path: tmp.path)
-        _ = try store.accept(pay("A", 100), now: t0 - day, dedupSince: 0)
-        _ = try store.accept(pay("B", 2_000), now: t0, dedupSince: 0)
-        _ = try store.accept(pay("C", 30_000), now: t0 + 1, dedupSince: 0)
+        _ = try store.accept(pay("A", 100), now: t0 - day)
+        _ = try store.accept(pay("B", 2_000), now: t0)
+        _ = try store.accept(pay("C", 30_000), now: t0 + 1)
         try store.finish(seq: 2, state: .played, reason: nil, now: t0 + 2)
         #expect(try store.history(limit: 2).map(\.payment.id) == ["C", "B"])
         #expect(try store.entry(id: "nope") == nil)
@@ -208,7 +243,7 @@ final class TempDB {
     @Test func aDatabaseFromANewerSchemaIsRefused() throws {
         do {
             let store = try Store(path: tmp.path)
-            _ = try store.accept(pay("A"), now: t0, dedupSince: 0)
+            _ = try store.accept(pay("A"), now: t0)
             try store.connection.withLock { c throws(StoreError) in try c.exec("PRAGMA user_version = 99") }
         }
         let error = #expect(throws: StoreError.self) { try Store(path: tmp.path) }
@@ -225,7 +260,7 @@ final class TempDB {
     @Test func aDatabaseWithDamagedPagesIsCorrupt() throws {
         do {
             let store = try Store(path: tmp.path)
-            for i in 0..<300 { _ = try store.accept(pay("T\(i)"), now: t0, dedupSince: 0) }
+            for i in 0..<300 { _ = try store.accept(pay("T\(i)"), now: t0) }
         }   // closed: everything checkpointed into the main file
         let file = try FileHandle(forUpdating: URL(fileURLWithPath: tmp.path))
         try file.seek(toOffset: 4 * 4096)   // page 1 (the header and schema) stays readable
@@ -238,12 +273,12 @@ final class TempDB {
     @Test func aTornWALOpensConsistent() throws {
         do {
             let store = try Store(path: tmp.path)
-            for i in 0..<20 { _ = try store.accept(pay("OLD\(i)"), now: t0, dedupSince: 0) }
+            for i in 0..<20 { _ = try store.accept(pay("OLD\(i)"), now: t0) }
         }   // closed: the 20 are checkpointed into the main file
         let copy = tmp.dir + "/copy.db"
         do {
             let store = try Store(path: tmp.path)
-            for i in 0..<40 { _ = try store.accept(pay("NEW\(i)"), now: t0, dedupSince: 0) }
+            for i in 0..<40 { _ = try store.accept(pay("NEW\(i)"), now: t0) }
             // While it is open, the 40 live only in the WAL: copy the files
             // as a power cut would leave them, and tear the WAL in half.
             try FileManager.default.copyItem(atPath: tmp.path, toPath: copy)
@@ -260,7 +295,7 @@ final class TempDB {
         #expect(newer.count < 40)
         #expect(Array(newer) == (0..<newer.count).map { "NEW\($0)" })
         #expect(try store.outbox(limit: 1000).count == ids.count, "each entry with its receipt")
-        #expect(try store.accept(pay("AFTER"), now: t0, dedupSince: 0) == .queued(seq: Int64(ids.count + 1)))
+        #expect(try store.accept(pay("AFTER"), now: t0) == .queued(seq: Int64(ids.count + 1)))
     }
 
     @Test func aFullDiskFailsTheAcceptWholeAndReadsGoOn() throws {
@@ -269,7 +304,7 @@ final class TempDB {
         var failure: StoreError?
         while accepted < 10_000 {
             do {
-                _ = try store.accept(pay(String(repeating: "x", count: 58) + "\(100_000 + accepted)"), now: t0, dedupSince: 0)
+                _ = try store.accept(pay(String(repeating: "x", count: 58) + "\(100_000 + accepted)"), now: t0)
                 accepted += 1
             } catch {
                 failure = error
@@ -291,7 +326,7 @@ final class TempDB {
         let results = Mutex<[Result<AcceptOutcome, StoreError>]>([])
         DispatchQueue.concurrentPerform(iterations: 4) { thread in
             for i in 0..<250 {
-                let r = Result { () throws(StoreError) in try store.accept(pay("T\(thread)-\(i)"), now: t0, dedupSince: 0) }
+                let r = Result { () throws(StoreError) in try store.accept(pay("T\(thread)-\(i)"), now: t0) }
                 results.withLock { $0.append(r) }
             }
         }

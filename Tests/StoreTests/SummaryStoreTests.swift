@@ -10,7 +10,7 @@ import Testing
 
     @Test func aSummaryBeginsAndFinishesItsQueuedPaymentsTogether() throws {
         let store = try Store(path: tmp.path)
-        for i in 1...5 { _ = try store.accept(pay("S\(i)", Int64(i) * 100), now: t0 + Int64(i), dedupSince: 0) }
+        for i in 1...5 { _ = try store.accept(pay("S\(i)", Int64(i) * 100), now: t0 + Int64(i)) }
         try store.markPlaying(seq: 5, now: t0 + 10)   // not queued any more: left out
         #expect(try store.beginSummary([2, 3, 4, 5], now: t0 + 20) == 2)
         #expect(try store.summaryMembers(2).map(\.payment.id) == ["S2", "S3", "S4"])
@@ -32,9 +32,15 @@ import Testing
     @Test func aVersion3DatabaseGainsTheColumn() throws {
         do {
             let store = try Store(path: tmp.path)
-            _ = try store.accept(pay("OLD"), now: t0, dedupSince: 0)
+            _ = try store.accept(pay("OLD"), now: t0)
             try store.connection.withLock { c throws(StoreError) in
-                try c.exec("ALTER TABLE payments DROP COLUMN summary; PRAGMA user_version = 3")
+                // As version 3 wrote it: without v4's column, nor v5's.
+                try c.exec("""
+                    DROP INDEX dedup_n; ALTER TABLE dedup DROP COLUMN n;
+                    ALTER TABLE payments DROP COLUMN summary; PRAGMA user_version = 3
+                    """ + ["payments", "dedup", "nonces"].map { t in
+                        ["boot", "mono", "dated"].map { "; ALTER TABLE \(t) DROP COLUMN \($0)" }.joined()
+                    }.joined())
             }
         }
         let store = try Store(path: tmp.path)

@@ -23,12 +23,12 @@ import Testing
         }
         let store = try Store(path: old)
         #expect(try pageSize(store) == 4096)
-        #expect(try store.accept(pay("T1"), now: t0, dedupSince: 0) == .queued(seq: 1))
+        #expect(try store.accept(pay("T1"), now: t0) == .queued(seq: 1))
     }
 
     @Test func aCommitNotYetFlushedIsReadAtOnce() throws {
         let store = try Store(path: tmp.path)
-        _ = try store.accept(pay("T1"), now: t0, dedupSince: 0, flush: false)
+        _ = try store.accept(pay("T1"), now: t0, flush: false)
         #expect(try store.next()?.payment.id == "T1")
         try store.markPlaying(seq: 1, now: t0 + 1, flush: false)
         #expect(try store.next()?.state == .playing)
@@ -43,14 +43,14 @@ import Testing
         let store = try Store(path: tmp.path)
         var i = 0
         while store.walFrames < Store.checkpointFrames {
-            _ = try store.accept(pay("W\(i)"), now: t0, dedupSince: 0, flush: false)
+            _ = try store.accept(pay("W\(i)"), now: t0, flush: false)
             i += 1
         }
         #expect(store.checkpointer?.waitForCheckpoints(1, timeout: 30) == true)
         // What the background one could not copy (nothing was writing: all of it).
         let (log, copied) = try store.checkpoint()
         #expect(log == copied)
-        _ = try store.accept(pay("AFTER"), now: t0, dedupSince: 0)
+        _ = try store.accept(pay("AFTER"), now: t0)
         #expect(store.walFrames < 50, "the WAL did not start again")
         #expect(try Store(path: tmp.path).pendingCount() == i + 1)
     }
@@ -61,12 +61,12 @@ extension WALTests {
     /// the last connection's close removes the -wal, and later calls throw.
     @Test func closeLetsGoAtOnce() throws {
         let store = try Store(path: tmp.path)
-        _ = try store.accept(pay("T1"), now: t0, dedupSince: 0)
+        _ = try store.accept(pay("T1"), now: t0)
         let held = store   // as a flush under way would hold it
         store.close()
         #expect(access(tmp.path + "-wal", F_OK) != 0, "the -wal is still there")
         #expect(throws: StoreError.self) { try held.pendingCount() }
-        #expect(throws: StoreError.self) { _ = try held.accept(pay("T2"), now: t0, dedupSince: 0) }
+        #expect(throws: StoreError.self) { _ = try held.accept(pay("T2"), now: t0) }
         #expect(try Store(path: tmp.path).pendingCount() == 1)
     }
 }
@@ -81,7 +81,7 @@ extension WALTests {
         let bound = Store.checkpointBytes * 2
         var peak = 0
         for i in 0..<1500 {
-            guard case .queued(let seq) = try store.accept(pay("S\(i)"), now: t0 + Int64(i), dedupSince: 0) else {
+            guard case .queued(let seq) = try store.accept(pay("S\(i)"), now: t0 + Int64(i)) else {
                 Issue.record("S\(i) not queued"); return
             }
             try store.markPlaying(seq: seq, now: t0 + Int64(i), flush: false)
@@ -129,7 +129,7 @@ extension WALTests {
 
     @Test func damageInTheMiddleOfTheWALIsFoundAndTheWALKeptAside() throws {
         let store = try Store(path: tmp.path)
-        for i in 0..<40 { _ = try store.accept(pay("D\(i)"), now: t0, dedupSince: 0) }
+        for i in 0..<40 { _ = try store.accept(pay("D\(i)"), now: t0) }
         let whole = try crashImage(0, of: store)
         #expect(WALCheck.inspect(whole + "-wal") == nil, "an intact WAL")
         let image = try crashImage(1, of: store)
@@ -149,7 +149,7 @@ extension WALTests {
 
     @Test func aDamagedHeaderWithTransactionsAfterItIsFound() throws {
         let store = try Store(path: tmp.path)
-        for i in 0..<10 { _ = try store.accept(pay("H\(i)"), now: t0, dedupSince: 0) }
+        for i in 0..<10 { _ = try store.accept(pay("H\(i)"), now: t0) }
         let image = try crashImage(0, of: store)
         try overwrite(image + "-wal", at: 16, with: [1, 2, 3, 4])   // the salts
         let damage = try #require(WALCheck.inspect(image + "-wal"))
@@ -160,7 +160,7 @@ extension WALTests {
     /// is cut short or holds garbage, nothing whole after it.
     @Test func aTornTailIsNotDamage() throws {
         let store = try Store(path: tmp.path)
-        for i in 0..<20 { _ = try store.accept(pay("T\(i)"), now: t0, dedupSince: 0) }
+        for i in 0..<20 { _ = try store.accept(pay("T\(i)"), now: t0) }
         let frame = 24 + Store.pageSize
         let cut = try crashImage(0, of: store)
         #expect(truncate(cut + "-wal", off_t(size(cut + "-wal") - frame / 2)) == 0)
@@ -181,7 +181,7 @@ extension WALTests {
         let store = try Store(path: tmp.path)
         var images = 0
         for i in 0..<1500 {
-            _ = try store.accept(pay("S\(i)"), now: t0, dedupSince: 0)
+            _ = try store.accept(pay("S\(i)"), now: t0)
             guard i % 97 == 0 else { continue }
             let image = try crashImage(i, of: store)
             images += 1
