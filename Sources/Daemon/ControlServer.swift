@@ -131,7 +131,7 @@ final class ControlServer: @unchecked Sendable {
             if stat(dir, &st) != 0 {
                 guard errno == ENOENT else { throw DaemonError("cannot use \(dir) for the control socket: \(errorText())") }
                 if lstat(dir, &st) == 0 {
-                    throw DaemonError("\(dir) is \(kind(st, dir)), not a directory; cannot create the control socket \(path) in it")
+                    throw DaemonError("\(dir) is \(Files.kind(mode: st.st_mode, path: dir)), not a directory; cannot create the control socket \(path) in it")
                 }
                 guard mkdir(dir, 0o755) == 0 || errno == EEXIST else {
                     throw DaemonError("cannot create the directory \(dir) for the control socket: \(errorText())")
@@ -139,7 +139,7 @@ final class ControlServer: @unchecked Sendable {
                 guard stat(dir, &st) == 0 else { throw DaemonError("cannot use \(dir) for the control socket: \(errorText())") }
             }
             guard st.st_mode & S_IFMT == S_IFDIR else {
-                throw DaemonError("\(dir) is \(kind(st, dir)), not a directory; cannot create the control socket \(path) in it")
+                throw DaemonError("\(dir) is \(Files.kind(mode: st.st_mode, path: dir)), not a directory; cannot create the control socket \(path) in it")
             }
         }
         var st = stat()
@@ -148,7 +148,7 @@ final class ControlServer: @unchecked Sendable {
             throw DaemonError("cannot use \(path) for the control socket: \(errorText())")
         }
         guard st.st_mode & S_IFMT == S_IFSOCK else {
-            throw DaemonError("\(path) is \(kind(st, path)), not a socket; refusing to replace it")
+            throw DaemonError("\(path) is \(Files.kind(mode: st.st_mode, path: path)), not a socket; refusing to replace it")
         }
         switch UnixSocket.probe(path) {
         case 0:
@@ -161,24 +161,6 @@ final class ControlServer: @unchecked Sendable {
             }
         case let e:
             throw DaemonError("cannot tell whether something listens on \(path): \(errorText(e)); refusing to replace it")
-        }
-    }
-
-    /// "a regular file", "a symbolic link to X", ...
-    static func kind(_ st: stat, _ path: String) -> String {
-        switch st.st_mode & S_IFMT {
-        case S_IFREG: return "a regular file"
-        case S_IFDIR: return "a directory"
-        case S_IFLNK:
-            var target = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-            let n = readlink(path, &target, target.count - 1)
-            guard n >= 0 else { return "a symbolic link" }
-            return "a symbolic link (to \(String(decoding: target[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)))"
-        case S_IFIFO: return "a FIFO"
-        case S_IFCHR: return "a character device"
-        case S_IFBLK: return "a block device"
-        case S_IFSOCK: return "a socket"
-        default: return "not a socket"
         }
     }
 
