@@ -305,6 +305,8 @@ final class ControlServer: @unchecked Sendable {
             case .tooLong:
                 _ = conn.write(ControlAck(.arg, command: "", "line longer than \(ControlProtocol.maxLine) bytes").line, until: deadline())
                 return nil
+            case .notUTF8:
+                guard conn.write(ControlProtocol.notUTF8.line, until: deadline()) else { return "slow_reader" }
             case .line(let text):
                 // The time a request takes (idle 60) is not idle time.
                 let reply = commands.execute(text)
@@ -356,7 +358,7 @@ struct LogThrottle {
 /// A connected socket read line by line, with deadlines; closed by `close`
 /// or in deinit.
 final class LineConnection {
-    enum Line { case line(String), tooLong, timeout, end }
+    enum Line { case line(String), notUTF8, tooLong, timeout, end }
     let fd: Int32
     private var open = true
     private var buffer: [UInt8] = []
@@ -375,9 +377,12 @@ final class LineConnection {
         var chunk = [UInt8](repeating: 0, count: 4096)
         while true {
             if let nl = buffer.firstIndex(of: UInt8(ascii: "\n")) {
-                let line = String(decoding: buffer[..<nl], as: UTF8.self)
+                // Never decoded with replacement: U+FFFD would reach ids and logs as "��".
+                let line = String(validating: buffer[..<nl], as: UTF8.self)
                 buffer.removeSubrange(...nl)
-                return nl > max ? .tooLong : .line(line.hasSuffix("\r") ? String(line.dropLast()) : line)
+                guard nl <= max else { return .tooLong }
+                guard let line else { return .notUTF8 }
+                return .line(line.hasSuffix("\r") ? String(line.dropLast()) : line)
             }
             if buffer.count > max { return .tooLong }
             guard wait(for: Int16(POLLIN), until: deadline) else { return .timeout }
