@@ -368,7 +368,7 @@ extension IntKey {
     public static let mqttKeepalive = IntKey("mqtt.keepalive", 30, 5...3600, .file,
                                              help: "seconds between keep-alive pings; a silent link is noticed after 1.5 times this")
     public static let mqttReconnectMax = IntKey("mqtt.reconnect_max_s", 60, 2...3600, .file,
-                                                help: "longest wait between reconnect attempts (exponential from 1 s, with jitter)")
+                                                help: "longest wait between reconnect attempts (exponential from 1 s, with jitter), also after a takeover; a link lost within this + 30 s of coming up counts towards one")
     public static let gpioDebounce = IntKey("gpio.debounce_ms", 30, 1...500, .file, help: "software debounce of the buttons and the switch")
 }
 
@@ -379,7 +379,7 @@ extension BoolKey {
     public static let mqttEnabled = BoolKey("mqtt.enabled", true, .file,
                                             help: "false: no broker connection (payments only through soundboxctl say)")
     public static let mqttLinkPrompts = BoolKey("mqtt.link_prompts", true, .remote,
-                                                help: "speak 网络已断开 / 网络已连接 when the broker link goes down or comes back")
+                                                help: "speak 网络已断开 when the broker link has been down 10 s (at most once a minute; never while a takeover is suspected), 网络已连接 when it comes back after that")
     public static let gpioEnabled = BoolKey("gpio.enabled", true, .file, help: "false: no mute switch, buttons or LED")
 }
 
