@@ -40,14 +40,15 @@ extension AudioOutput {
 /// `audio.wav_file`) or a command's flags.
 public enum OutputChoice: Sendable, Equatable {
     case alsa(device: String)
-    case wav(path: String)
+    /// `.append` (the daemon's audio.wav_file) or `.replace` (render -o).
+    case wav(path: String, mode: WAVFileOutput.Mode = .append)
     /// Imitates playback time without a device (`realtime: false` returns at once).
     case null(realtime: Bool)
 
     /// The output `audio.output` selects.
     public init(_ config: Config) {
         switch config[.audioOutput] {
-        case "wav": self = .wav(path: config[.audioWavFile])
+        case "wav": self = .wav(path: config.wavFile)
         case "null": self = .null(realtime: config[.audioNullRealtime])
         default: self = .alsa(device: config[.audioDevice])
         }
@@ -56,7 +57,7 @@ public enum OutputChoice: Sendable, Equatable {
     public func make() throws(AudioError) -> any AudioOutput {
         switch self {
         case .alsa(let device): ALSAOutput(device: device)
-        case .wav(let path): try WAVFileOutput(path: path)
+        case .wav(let path, let mode): try WAVFileOutput(path: path, mode: mode)
         case .null(let realtime): NullOutput(realtime: realtime)
         }
     }
@@ -161,32 +162,86 @@ public final class ALSAOutput: AudioOutput {
 }
 
 /// Appends every announcement to one WAV file, keeping its header valid
-/// after each, for demos on machines without a sound card and for tests.
+/// after each, for demos on machines without a sound card and for tests
+/// (docs/audio.md).
+///
+/// The daemon may run as root and the path may lie in a folder others can
+/// write, so only a regular file of its own is written: never through a
+/// symbolic link (O_NOFOLLOW), never a FIFO, device, folder or socket
+/// (opened O_NONBLOCK so that none can block, then fstat), never a file
+/// with a second hard link (it may be another file's name). An existing
+/// file is continued only if it is a WAV this output wrote, in the same
+/// format; anything else is refused, not overwritten. Samples go at
+/// explicit offsets (pwrite) right after what the header counts, so a tail
+/// left by a crash between samples and header is written over; the header
+/// is rewritten after each announcement. At 4 GiB (the header's 32-bit
+/// sizes) the file stops growing: `play` fails with EFBIG.
 public final class WAVFileOutput: AudioOutput {
+    public enum Mode: Sendable { case append, replace }
     public let path: String
     private let file: PosixFile
     private var format: PCMFormat?
     private var dataBytes = 0
 
-    public init(path: String) throws(AudioError) {
+    /// Opens (or creates) the file; `.replace` empties it (soundboxctl render -o).
+    public init(path: String, mode: Mode = .append) throws(AudioError) {
         self.path = path
-        file = try PosixFile(path: path, flags: O_WRONLY | O_CREAT | O_TRUNC)
+        do throws(AudioError) {
+            file = try PosixFile(path: path, flags: O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK)
+        } catch {
+            // ELOOP: a symbolic link; EISDIR: a folder; ENXIO: a socket.
+            var st = stat()
+            guard lstat(path, &st) == 0, st.st_mode & S_IFMT != S_IFREG else { throw error }
+            let through = st.st_mode & S_IFMT == S_IFLNK ? "through" : "to"
+            throw AudioError(call: error.call, code: error.code,
+                             message: "\(path) is \(Files.kind(mode: st.st_mode, path: path)), not a regular file; refusing to write \(through) it")
+        }
+        let st = try file.status()
+        guard st.st_mode & S_IFMT == S_IFREG else {
+            throw refusal(EINVAL, "is \(Files.kind(mode: st.st_mode, path: path)), not a regular file; refusing to write to it")
+        }
+        guard st.st_nlink == 1 else {
+            throw refusal(EMLINK, "has \(st.st_nlink) hard links (it may be another file's name); refusing to write to it")
+        }
+        if mode == .replace {
+            try file.truncate(to: 0)
+            return
+        }
+        guard st.st_size > 0 else { return }
+        let head = try file.read(WAV.headerBytes, at: 0)
+        guard let (format, counted) = WAV.parse(header: head) else {
+            throw refusal(EINVAL, WAV.isRIFFWave(head)
+                ? "is a WAV file of another layout (not 16-bit PCM with a 44-byte header); refusing to overwrite it"
+                : "is not a WAV file (no RIFF/WAVE header); refusing to overwrite it")
+        }
+        self.format = format
+        // What the header counts, whole frames, at most what is there.
+        let frame = format.channels * 2
+        dataBytes = min(counted, Int(st.st_size) - WAV.headerBytes) / frame * frame
     }
 
     public var name: String { "wav:\(path)" }
 
     public func play(_ samples: [Int16], format: PCMFormat, shouldStop: () -> Bool) throws(AudioError) -> PlayOutcome {
+        if let existing = self.format, existing != format {
+            throw refusal(EINVAL, in: "play", "holds \(existing), not \(format); refusing to mix them (move it away or set another audio.wav_file)")
+        }
+        let bytes = samples.count * 2
+        guard dataBytes + bytes <= WAV.maxDataBytes else {
+            throw refusal(EFBIG, in: "play", "is full: a WAV file holds at most 4 GiB (\(dataBytes) bytes of samples, \(bytes) more asked for); move it away to record more")
+        }
         if self.format == nil {
-            try file.write(WAV.header(format: format, dataBytes: 0))
+            try file.write(WAV.header(format: format, dataBytes: 0), at: 0)
             self.format = format
         }
-        guard self.format == format else {
-            throw AudioError(call: "play(\(path))", code: EINVAL, message: "format \(format) differs from the file's \(self.format!)")
-        }
-        try file.write(samples)
-        dataBytes += samples.count * 2
-        try file.pwrite(WAV.header(format: format, dataBytes: dataBytes), at: 0)
+        try file.write(samples, at: WAV.headerBytes + dataBytes)
+        dataBytes += bytes
+        try file.write(WAV.header(format: format, dataBytes: dataBytes), at: 0)
         return .completed
+    }
+
+    private func refusal(_ code: Int32, in call: String = "open", _ why: String) -> AudioError {
+        AudioError(call: "\(call)(\(path))", code: code, message: "\(path) \(why)")
     }
 }
 

@@ -72,6 +72,12 @@ enum Chime {
 
 /// RIFF/WAVE with a 44-byte header.
 public enum WAV {
+    public static let headerBytes = 44
+    /// The most sample bytes a header can count: its RIFF size (36 + data)
+    /// is 32 bits; whole frames of up to 8 bytes (4 channels).
+    public static let maxDataBytes = (Int(UInt32.max) - 36) / 8 * 8
+
+    /// `dataBytes` must be at most `maxDataBytes`.
     public static func header(format: PCMFormat, dataBytes: Int) -> [UInt8] {
         var h: [UInt8] = []
         func u32(_ v: Int) { withUnsafeBytes(of: UInt32(v).littleEndian) { h += $0 } }
@@ -82,9 +88,27 @@ public enum WAV {
         h += Array("data".utf8); u32(dataBytes)
         return h
     }
+
+    /// What a header `header(format:dataBytes:)` wrote says, or nil if
+    /// `bytes` is not exactly such a header (another layout, other chunks,
+    /// another sample format, or not a WAV at all).
+    public static func parse(header bytes: [UInt8]) -> (format: PCMFormat, dataBytes: Int)? {
+        guard bytes.count == headerBytes else { return nil }
+        func le(_ at: Int, _ n: Int) -> Int { bytes[at..<at + n].reversed().reduce(0) { $0 << 8 | Int($1) } }
+        let format = PCMFormat(sampleRate: le(24, 4), channels: le(22, 2))
+        // Bounds first: header() must not be asked to write what does not fit its fields.
+        guard (1...4).contains(format.channels), (1...768_000).contains(format.sampleRate), le(40, 4) <= maxDataBytes else { return nil }
+        return header(format: format, dataBytes: le(40, 4)) == bytes ? (format, le(40, 4)) : nil
+    }
+
+    /// Whether `bytes` start as a RIFF/WAVE file of any layout.
+    static func isRIFFWave(_ bytes: [UInt8]) -> Bool {
+        bytes.count >= 12 && bytes[0..<4].elementsEqual("RIFF".utf8) && bytes[8..<12].elementsEqual("WAVE".utf8)
+    }
 }
 
-/// One open file descriptor, closed in `deinit`.
+/// One open file descriptor, closed in `deinit`. Reads and writes at
+/// explicit offsets (pread/pwrite): never the file position.
 final class PosixFile {
     let fd: Int32
     let path: String
@@ -96,28 +120,48 @@ final class PosixFile {
     }
     deinit { close(fd) }
 
-    func write(_ bytes: [UInt8]) throws(AudioError) {
-        if let e = bytes.withUnsafeBytes(writeAll) { throw e }
+    func status() throws(AudioError) -> stat {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { throw AudioError(call: "fstat(\(path))", code: errno) }
+        return st
     }
-    func write(_ samples: [Int16]) throws(AudioError) {
+
+    func truncate(to size: Int) throws(AudioError) {
+        guard ftruncate(fd, off_t(size)) == 0 else { throw AudioError(call: "ftruncate(\(path))", code: errno) }
+    }
+
+    /// Up to `count` bytes from `offset` (fewer at the end of the file).
+    func read(_ count: Int, at offset: Int) throws(AudioError) -> [UInt8] {
+        var buf = [UInt8](repeating: 0, count: count)
+        var done = 0
+        while done < count {
+            let n = buf.withUnsafeMutableBytes { Glibc.pread(fd, $0.baseAddress! + done, count - done, off_t(offset + done)) }
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 { throw AudioError(call: "pread(\(path))", code: errno) }
+            if n == 0 { break }
+            done += n
+        }
+        return Array(buf[..<done])
+    }
+
+    func write(_ bytes: [UInt8], at offset: Int) throws(AudioError) {
+        if let e = bytes.withUnsafeBytes({ writeAll($0, at: offset) }) { throw e }
+    }
+    func write(_ samples: [Int16], at offset: Int) throws(AudioError) {
         // The engine's format is little-endian and so is every target we build for.
-        if let e = samples.withUnsafeBytes(writeAll) { throw e }
+        if let e = samples.withUnsafeBytes({ writeAll($0, at: offset) }) { throw e }
     }
-    private func writeAll(_ b: UnsafeRawBufferPointer) -> AudioError? {
+    private func writeAll(_ b: UnsafeRawBufferPointer, at offset: Int) -> AudioError? {
         var done = 0
         while done < b.count {
-            let n = Glibc.write(fd, b.baseAddress! + done, b.count - done)
+            let n = Glibc.pwrite(fd, b.baseAddress! + done, b.count - done, off_t(offset + done))
             if n < 0 {
                 if errno == EINTR { continue }
-                return AudioError(call: "write(\(path))", code: errno)
+                return AudioError(call: "pwrite(\(path))", code: errno)
             }
             done += n
         }
         return nil
-    }
-    func pwrite(_ bytes: [UInt8], at offset: Int) throws(AudioError) {
-        let n = bytes.withUnsafeBytes { Glibc.pwrite(fd, $0.baseAddress, $0.count, off_t(offset)) }
-        guard n == bytes.count else { throw AudioError(call: "pwrite(\(path))", code: errno) }
     }
 }
 

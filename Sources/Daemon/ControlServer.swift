@@ -131,7 +131,7 @@ final class ControlServer: @unchecked Sendable {
             if stat(dir, &st) != 0 {
                 guard errno == ENOENT else { throw DaemonError("cannot use \(dir) for the control socket: \(errorText())") }
                 if lstat(dir, &st) == 0 {
-                    throw DaemonError("\(dir) is \(kind(st, dir)), not a directory; cannot create the control socket \(path) in it")
+                    throw DaemonError("\(dir) is \(Files.kind(mode: st.st_mode, path: dir)), not a directory; cannot create the control socket \(path) in it")
                 }
                 guard mkdir(dir, 0o755) == 0 || errno == EEXIST else {
                     throw DaemonError("cannot create the directory \(dir) for the control socket: \(errorText())")
@@ -139,7 +139,7 @@ final class ControlServer: @unchecked Sendable {
                 guard stat(dir, &st) == 0 else { throw DaemonError("cannot use \(dir) for the control socket: \(errorText())") }
             }
             guard st.st_mode & S_IFMT == S_IFDIR else {
-                throw DaemonError("\(dir) is \(kind(st, dir)), not a directory; cannot create the control socket \(path) in it")
+                throw DaemonError("\(dir) is \(Files.kind(mode: st.st_mode, path: dir)), not a directory; cannot create the control socket \(path) in it")
             }
         }
         var st = stat()
@@ -148,7 +148,7 @@ final class ControlServer: @unchecked Sendable {
             throw DaemonError("cannot use \(path) for the control socket: \(errorText())")
         }
         guard st.st_mode & S_IFMT == S_IFSOCK else {
-            throw DaemonError("\(path) is \(kind(st, path)), not a socket; refusing to replace it")
+            throw DaemonError("\(path) is \(Files.kind(mode: st.st_mode, path: path)), not a socket; refusing to replace it")
         }
         switch UnixSocket.probe(path) {
         case 0:
@@ -161,24 +161,6 @@ final class ControlServer: @unchecked Sendable {
             }
         case let e:
             throw DaemonError("cannot tell whether something listens on \(path): \(errorText(e)); refusing to replace it")
-        }
-    }
-
-    /// "a regular file", "a symbolic link to X", ...
-    static func kind(_ st: stat, _ path: String) -> String {
-        switch st.st_mode & S_IFMT {
-        case S_IFREG: return "a regular file"
-        case S_IFDIR: return "a directory"
-        case S_IFLNK:
-            var target = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-            let n = readlink(path, &target, target.count - 1)
-            guard n >= 0 else { return "a symbolic link" }
-            return "a symbolic link (to \(String(decoding: target[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)))"
-        case S_IFIFO: return "a FIFO"
-        case S_IFCHR: return "a character device"
-        case S_IFBLK: return "a block device"
-        case S_IFSOCK: return "a socket"
-        default: return "not a socket"
         }
     }
 
@@ -323,6 +305,8 @@ final class ControlServer: @unchecked Sendable {
             case .tooLong:
                 _ = conn.write(ControlAck(.arg, command: "", "line longer than \(ControlProtocol.maxLine) bytes").line, until: deadline())
                 return nil
+            case .notUTF8:
+                guard conn.write(ControlProtocol.notUTF8.line, until: deadline()) else { return "slow_reader" }
             case .line(let text):
                 // The time a request takes (idle 60) is not idle time.
                 let reply = commands.execute(text)
@@ -374,7 +358,7 @@ struct LogThrottle {
 /// A connected socket read line by line, with deadlines; closed by `close`
 /// or in deinit.
 final class LineConnection {
-    enum Line { case line(String), tooLong, timeout, end }
+    enum Line { case line(String), notUTF8, tooLong, timeout, end }
     let fd: Int32
     private var open = true
     private var buffer: [UInt8] = []
@@ -393,9 +377,12 @@ final class LineConnection {
         var chunk = [UInt8](repeating: 0, count: 4096)
         while true {
             if let nl = buffer.firstIndex(of: UInt8(ascii: "\n")) {
-                let line = String(decoding: buffer[..<nl], as: UTF8.self)
+                // Never decoded with replacement: U+FFFD would reach ids and logs as "��".
+                let line = String(validating: buffer[..<nl], as: UTF8.self)
                 buffer.removeSubrange(...nl)
-                return nl > max ? .tooLong : .line(line.hasSuffix("\r") ? String(line.dropLast()) : line)
+                guard nl <= max else { return .tooLong }
+                guard let line else { return .notUTF8 }
+                return .line(line.hasSuffix("\r") ? String(line.dropLast()) : line)
             }
             if buffer.count > max { return .tooLong }
             guard wait(for: Int16(POLLIN), until: deadline) else { return .timeout }

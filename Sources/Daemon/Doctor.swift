@@ -37,8 +37,8 @@ enum Doctor {
         if !link.enabled {
             check("broker", "ok", "MQTT off (mqtt.enabled = false)")
         } else if link.takeover {
-            check("broker", "fail", "another client keeps taking this device's session at \(link.endpoint) (client id \(device)): payments go to whichever is connected",
-                  "make device.id unique per box (two boxes with the same id split the payments); on the broker, bind client ids to credentials (docs/mqtt.md, \"Broker settings for a fleet\")")
+            check("broker", "fail", "another client keeps taking this device's session at \(link.endpoint) (client id \(device)): payments go to whichever is connected; link prompts are not spoken meanwhile",
+                  "another box uses this device id (or another client its credentials): make device.id unique per box (two boxes with the same id split the payments); on the broker, bind client ids to credentials (docs/mqtt.md, \"Broker settings for a fleet\")")
         } else if link.connected {
             check("broker", "ok", "connected to \(link.endpoint) as \(device), MQTT \(link.protocolLevel == 5 ? "5" : "3.1.1")")
         } else {

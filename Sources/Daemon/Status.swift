@@ -126,7 +126,7 @@ enum OutputName {
     /// "alsa:default", "wav:/tmp/x.wav", "null".
     static func of(_ config: Config) -> String {
         switch config[.audioOutput] {
-        case "wav": "wav:" + config[.audioWavFile]
+        case "wav": "wav:" + config.wavFile
         case "null": "null"
         default: "alsa:" + config[.audioDevice]
         }

@@ -11,7 +11,8 @@ import Synchronization
 /// broker's PUBACK only leaves once they are stored. Receipts go out through
 /// `ReceiptSender`; the retained status when it changes; config and
 /// commands are `RemoteControl`'s. The link's state, and whether another
-/// client keeps taking the session (`TakeoverWatch`), are in `device.link`.
+/// client keeps taking the session (`TakeoverWatch`), are in `device.link`;
+/// `LinkPrompts` decides when 网络已断开 / 网络已连接 are spoken.
 final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
     let name = "mqtt"
     let topics: Topics
@@ -29,14 +30,12 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
 
     private struct State {
         var connected = false
-        var everConnected = false
         var lastStatus = ""
         var lastStatusAt = 0.0
-        /// When each link prompt was last spoken (once a minute at most).
-        var lastPromptAt: [Prompt: Double] = [:]
-        var takeover = TakeoverWatch()
+        var prompts = LinkPrompts()
+        var takeover: TakeoverWatch
     }
-    private let state = Mutex(State())
+    private let state: Mutex<State>
 
     /// Makes the client (nothing is sent yet).
     init(config: Config, deviceID: String, device: Device, ingest: Ingest, remote: RemoteControl) throws(MQTTError) {
@@ -46,6 +45,7 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
         events = ingest.outbox
         receipts = ReceiptSender(storage: device.storage)
         self.deviceID = deviceID
+        state = Mutex(State(takeover: TakeoverWatch(reconnectMax: config[.mqttReconnectMax])))
         topics = Topics(prefix: config[.mqttPrefix], device: deviceID)
         var o = MQTTClient.Options(clientID: deviceID, host: config[.mqttHost], port: config[.mqttPort])
         o.keepalive = config[.mqttKeepalive]
@@ -72,7 +72,7 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
         while !stopping.load(ordering: .relaxed) {
             receipts.pump(client, topic: topics.receipt)
             var wait = publishStatus()
-            if let t = checkTakeover() { wait = min(wait ?? t, t) }
+            if let t = checkLink() { wait = min(wait ?? t, t) }
             events.waitForWork(timeout: wait)
         }
         receipts.pump(client, topic: topics.receipt)
@@ -101,11 +101,11 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
             device.link.withLock { $0.lastError = "the broker refused the connection (CONNACK \(rc): \(why))" }
             return
         }
-        let wasConnected = state.withLock { s -> Bool in
-            let was = s.everConnected
-            s.connected = true; s.everConnected = true; s.lastStatus = ""
-            s.takeover.connected(at: SystemClock.monotonic())
-            return was
+        let prompt = state.withLock { s -> Prompt? in
+            let now = SystemClock.monotonic()
+            s.connected = true; s.lastStatus = ""
+            s.takeover.connected(at: now)
+            return s.prompts.connected(at: now)
         }
         receipts.connected()
         do {
@@ -117,7 +117,7 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
         // What waited at the broker while the box was away arrives now.
         device.scheduler.armSummary()
         device.link.withLock { $0.connected = true; $0.lastError = nil; $0.protocolLevel = client.protocolVersion }
-        if wasConnected { prompt(.networkConnected) }
+        speak(prompt)
         events.notify()
     }
 
@@ -131,7 +131,9 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
             // connection (rc 7, "connection lost"; MQTT 5 brokers from
             // mosquitto 2.0.15 on say 142 first); a keepalive timeout (19)
             // or a refusal is something else.
-            let holdOff = s.takeover.disconnected(at: SystemClock.monotonic(), certain: certain, lost: rc == MQTTClient.connectionLost)
+            let now = SystemClock.monotonic()
+            let holdOff = s.takeover.disconnected(at: now, certain: certain, lost: rc == MQTTClient.connectionLost)
+            s.prompts.disconnected(at: now)
             return (holdOff, s.takeover.isTakenOver, was)
         }
         device.link.withLock {
@@ -144,12 +146,11 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
         if takenOver {
             if !wasTakenOver {
                 log.error("session_taken_over", ["client_id": deviceID, "disconnects": "\(state.withLock { $0.takeover.inARow })",
-                                                 "hint": "another client uses this device's client id: make device.id unique; bind client ids to credentials on the broker"])
+                                                 "hint": "another box uses this device id (or another client its credentials): make device.id unique; bind client ids to credentials on the broker"])
             }
             client.delayReconnect(atLeast: holdOff)
         }
-        prompt(.networkDisconnected)
-        events.notify()
+        events.notify()   // the sender thread times the loss prompt (checkLink)
     }
 
     func mqttMessage(topic: String, payload: [UInt8], retained: Bool) {
@@ -218,30 +219,28 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
         return nil
     }
 
-    /// Clears a takeover fault once the link has stayed up long enough;
-    /// returns when to look again.
-    private func checkTakeover() -> Double? {
+    /// The link's timers: clears a takeover fault once the link has stayed
+    /// up long enough; speaks 网络已断开 once it has been down long enough
+    /// (and no takeover is suspected). Returns when to look again.
+    private func checkLink() -> Double? {
         let now = SystemClock.monotonic()
-        let (cleared, next) = state.withLock { s in (s.takeover.check(at: now), s.takeover.nextCheck) }
+        let (cleared, prompt, next) = state.withLock { s in
+            (s.takeover.check(at: now), s.prompts.check(at: now, conflict: s.takeover.isTakenOver),
+             [s.takeover.nextCheck, s.prompts.nextCheck].compactMap { $0 }.min())
+        }
         if cleared {
             device.link.withLock { $0.takeover = false }
             events.notify()   // status and LED
             log.info("session_stable", ["client_id": deviceID])
         }
+        speak(prompt)
         return next.map { max(0, $0 - now) }
     }
 
-    /// 网络已断开 / 网络已连接, each at most once a minute (a flapping link
-    /// must not drown out payments), when enabled.
-    private func prompt(_ p: Prompt) {
-        guard device.settings.current[.mqttLinkPrompts] else { return }
-        let now = SystemClock.monotonic()
-        let due = state.withLock { s -> Bool in
-            guard now - (s.lastPromptAt[p] ?? -1e9) >= 60 else { return false }
-            s.lastPromptAt[p] = now
-            return true
-        }
-        if due { _ = device.scheduler.submit(.prompt(p)) }
+    /// A link prompt `LinkPrompts` decided on, when mqtt.link_prompts is on.
+    private func speak(_ prompt: Prompt?) {
+        guard let prompt, device.settings.current[.mqttLinkPrompts] else { return }
+        _ = device.scheduler.submit(.prompt(prompt))
     }
 }
 

@@ -123,6 +123,13 @@ public struct Config: Sendable, Equatable {
         return try parse(text, source: file)
     }
 
+    /// `audio.wav_file` as a path: a relative one is inside `state.dir`
+    /// (the default, soundbox.wav there: not a folder others may write).
+    public var wavFile: String {
+        let file = self[.audioWavFile]
+        return file.hasPrefix("/") ? file : self[.stateDir] + "/" + file
+    }
+
     /// The line of `path` that sets `key`, for messages about a value that
     /// is valid on its own but not on this box (e.g. a voice pack that is
     /// not installed); nil if the file does not set it.
@@ -320,7 +327,8 @@ extension TextKey {
                                             help: "alsa: the sound card; wav: append to audio.wav_file; null: no sound")
     public static let audioDevice = TextKey("audio.device", "default", .file,
                                             help: "ALSA PCM name, e.g. default, hw:0,0, plughw:1, file:'/tmp/o.raw',raw")
-    public static let audioWavFile = TextKey("audio.wav_file", "/tmp/soundbox.wav", .file, help: "file written when audio.output = wav")
+    public static let audioWavFile = TextKey("audio.wav_file", "soundbox.wav", .file,
+                                             help: "with audio.output = wav, announcements are appended to this WAV file (relative: in state.dir); never written through a symbolic link, nor a FIFO, device or hard-linked file; an existing file must be a WAV of the same format")
     public static let deviceID = TextKey("device.id", "", .file, kind: .optionalText, help: "MQTT client id and topic segment; empty = the hostname")
     public static let mqttHost = TextKey("mqtt.host", "localhost", .file, help: "broker host name (checked against its TLS certificate)")
     public static let mqttPrefix = TextKey("mqtt.prefix", "soundbox/v1", .file, help: "topic prefix: PREFIX/DEVICE/payment ...")
@@ -360,7 +368,7 @@ extension IntKey {
     public static let mqttKeepalive = IntKey("mqtt.keepalive", 30, 5...3600, .file,
                                              help: "seconds between keep-alive pings; a silent link is noticed after 1.5 times this")
     public static let mqttReconnectMax = IntKey("mqtt.reconnect_max_s", 60, 2...3600, .file,
-                                                help: "longest wait between reconnect attempts (exponential from 1 s, with jitter)")
+                                                help: "longest wait between reconnect attempts (exponential from 1 s, with jitter), also after a takeover; a link lost within this + 30 s of coming up counts towards one")
     public static let gpioDebounce = IntKey("gpio.debounce_ms", 30, 1...500, .file, help: "software debounce of the buttons and the switch")
 }
 
@@ -371,7 +379,7 @@ extension BoolKey {
     public static let mqttEnabled = BoolKey("mqtt.enabled", true, .file,
                                             help: "false: no broker connection (payments only through soundboxctl say)")
     public static let mqttLinkPrompts = BoolKey("mqtt.link_prompts", true, .remote,
-                                                help: "speak 网络已断开 / 网络已连接 when the broker link goes down or comes back")
+                                                help: "speak 网络已断开 when the broker link has been down 10 s (at most once a minute; never while a takeover is suspected), 网络已连接 when it comes back after that")
     public static let gpioEnabled = BoolKey("gpio.enabled", true, .file, help: "false: no mute switch, buttons or LED")
 }
 

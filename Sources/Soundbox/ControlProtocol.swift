@@ -12,11 +12,16 @@
 /// A request is one line of space-separated arguments; an argument with
 /// spaces or quotes is double-quoted with `\"` and `\\` escapes. A reply is
 /// `key: value` lines then `OK`, or one `ACK` line. Lists repeat a record's
-/// first key (`id`, `check`) at the start of each record.
+/// first key (`id`, `check`) at the start of each record. Values and the
+/// ACK's command and message are escaped (`value`): a reply never holds a
+/// control character. A request line must be UTF-8 (the server says
+/// `notUTF8` otherwise).
 public enum ControlProtocol {
     public static let greetingPrefix = "OK SOUNDBOX "
     /// Longest request line accepted, in bytes.
     public static let maxLine = 4096
+    /// The reply to a request line that is not valid UTF-8 (the connection stays).
+    public static let notUTF8 = ControlAck(.arg, command: "", "request is not valid UTF-8")
 
     // The codec works on Unicode scalars, not Characters: a space or quote
     // followed by a combining mark is one Character, and "\r\n" is one too.
@@ -64,10 +69,10 @@ public enum ControlProtocol {
 
     public static func requestLine(_ args: [String]) -> String { args.map(quote).joined(separator: " ") }
 
-    /// A reply value on one line: newlines become spaces.
-    public static func value(_ s: String) -> String {
-        String(String.UnicodeScalarView(s.unicodeScalars.map { $0 == "\n" || $0 == "\r" ? " " : $0 }))
-    }
+    /// A reply value as sent: on one line, with no control or invisible
+    /// character raw (a raw client's terminal must not run an id's ESC [2J),
+    /// escaped as log values are (`LogLine.escaped`: `\\`, `\n`, `\u{1B}` ...).
+    public static func value(_ s: String) -> String { LogLine.escaped(s) }
 }
 
 /// A reply's `key: value` pairs, in order.
@@ -119,7 +124,7 @@ public struct ControlAck: Error, Sendable, Equatable, CustomStringConvertible {
         self.code = code; self.command = command; self.message = message
     }
 
-    public var line: String { "ACK [\(code.rawValue)@0] {\(command)} \(ControlProtocol.value(message))\n" }
+    public var line: String { "ACK [\(code.rawValue)@0] {\(ControlProtocol.value(command))} \(ControlProtocol.value(message))\n" }
     public var description: String { message }
 
     /// Parses an ACK line, or nil if it is not one.

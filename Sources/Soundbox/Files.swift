@@ -63,6 +63,21 @@ public enum Files {
         return names
     }
 
+    /// What a file with this `st_mode` is, for messages: "a regular file",
+    /// "a directory", "a symbolic link (to X)" (X read from `path`), "a FIFO" ...
+    public static func kind(mode: mode_t, path: String) -> String {
+        switch mode & S_IFMT {
+        case S_IFREG: "a regular file"
+        case S_IFDIR: "a directory"
+        case S_IFLNK: linkTarget(path).map { "a symbolic link (to \($0))" } ?? "a symbolic link"
+        case S_IFIFO: "a FIFO"
+        case S_IFCHR: "a character device"
+        case S_IFBLK: "a block device"
+        case S_IFSOCK: "a socket"
+        default: "a file of unknown type"
+        }
+    }
+
     /// Where the symbolic link at `path` points, or nil.
     public static func linkTarget(_ path: String) -> String? {
         var buf = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)

@@ -22,10 +22,19 @@ public enum LogLine {
     /// The value as written in a line.
     public static func quoted(_ value: String) -> String {
         if !value.isEmpty && value.unicodeScalars.allSatisfy(isPlain) { return value }
-        var out = "\""
+        return "\"" + escaped(value, quotes: true) + "\""
+    }
+
+    /// The one escaper of text from elsewhere shown to people (log values,
+    /// control socket replies): `\` as `\\`, newline, return and tab as
+    /// `\n`, `\r`, `\t`, every other hidden character (`isHidden`) as
+    /// `\u{XXXX}`; with `quotes` (a quoted log value), `"` as `\"`.
+    /// Everything else, spaces and any script, stays as it is.
+    public static func escaped(_ value: String, quotes: Bool = false) -> String {
+        var out = ""
         for u in value.unicodeScalars {
             switch u {
-            case "\"": out += "\\\""
+            case "\"" where quotes: out += "\\\""
             case "\\": out += "\\\\"
             case "\n": out += "\\n"
             case "\r": out += "\\r"
@@ -34,7 +43,7 @@ public enum LogLine {
             default: out.unicodeScalars.append(u)
             }
         }
-        return out + "\""
+        return out
     }
 
     /// Characters that must never reach a log raw: controls, and the

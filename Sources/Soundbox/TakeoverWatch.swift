@@ -3,26 +3,35 @@
 /// plain state machine fed with connects and disconnects.
 ///
 /// A takeover is certain with MQTT 5 (the broker's DISCONNECT says "session
-/// taken over", reason 0x8E) and only suspected with 3.1.1, where the broker
-/// just closes the link: a link lost soon after it came up, again and
-/// again, looks the same. After `threshold` such disconnects in a row the
-/// device reports a fault and waits longer before each reconnect (so two
-/// boxes stop ping-ponging); a link that then stays up for `stableAfter`
-/// seconds, or a disconnect of another kind, clears it.
+/// taken over", reason 0x8E) and only suspected with 3.1.1 (or mosquitto
+/// before 2.0.15), where the broker just closes the link: a link lost soon
+/// after it came up, again and again, looks the same. "Soon" is within the
+/// longest reconnect wait plus 30 s (`quickLoss`): once one of two boxes
+/// holds off, the other is kicked only when the first comes back, up to
+/// that wait after its own connect — it too must see the conflict. After
+/// `threshold` such disconnects in a row the device reports a fault and
+/// waits longer before each reconnect (so two boxes stop ping-ponging); a
+/// link that then stays up for `stableAfter` (twice `quickLoss`), or a
+/// disconnect of another kind, clears it.
 public struct TakeoverWatch: Sendable {
     public let threshold: Int
+    /// The longest wait between reconnect attempts (`mqtt.reconnect_max_s`,
+    /// at least 2 s as MQTTClient's backoff): it also caps the hold-off.
+    public let reconnectMax: Double
     /// A 3.1.1 link lost within this many seconds of coming up counts.
-    public let quickLoss: Double
-    public let stableAfter: Double
+    public var quickLoss: Double { reconnectMax + 30 }
+    /// A link up this long clears the fault.
+    public var stableAfter: Double { 2 * quickLoss }
     /// Disconnects in a row that were (or looked like) takeovers.
     public private(set) var inARow = 0
     private var connectedAt: Double?
 
-    public init(threshold: Int = 3, quickLoss: Double = 10, stableAfter: Double = 120) {
-        self.threshold = threshold; self.quickLoss = quickLoss; self.stableAfter = stableAfter
+    public init(threshold: Int = 3, reconnectMax: Int = 60) {
+        self.threshold = threshold
+        self.reconnectMax = Double(max(reconnectMax, 2))
     }
 
-    /// Reported as a fault (status, doctor, LED).
+    /// Reported as a fault (status, doctor, LED); link prompts are not spoken meanwhile.
     public var isTakenOver: Bool { inARow >= threshold }
 
     public mutating func connected(at t: Double) { connectedAt = t }
@@ -39,8 +48,10 @@ public struct TakeoverWatch: Sendable {
             inARow = 0
         }
         guard isTakenOver else { return 0 }
-        // 15 s, 30 s, 60 s ... at most 5 minutes: the other box gets its turn, and its payments.
-        return min(300, 15 * Double(1 << min(inARow - threshold, 5)))
+        // 15 s, 30 s, 60 s ... at most the longest reconnect wait: the other
+        // box gets its turn, and its payments; a longer wait would make its
+        // losses look slow (quickLoss).
+        return min(reconnectMax, 15 * Double(1 << min(inARow - threshold, 5)))
     }
 
     /// Called now and then while connected: a link up for `stableAfter`

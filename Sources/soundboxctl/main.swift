@@ -219,7 +219,7 @@ func render(_ args: Arguments, _ out: Output) throws(Failure) {
     let lang = try language(args)
     let target: OutputChoice
     switch (args.options["-o"], args.options["--device"]) {
-    case (let path?, nil): target = .wav(path: path)
+    case (let path?, nil): target = .wav(path: path, mode: .replace)
     case (nil, let device?): target = .alsa(device: device)
     case (nil, nil): target = OutputChoice(settings)
     default: throw usageError("render takes either -o or --device, not both")

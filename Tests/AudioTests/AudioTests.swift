@@ -3,6 +3,7 @@ import Testing
 import Soundbox
 @testable import SoundboxAudio
 import TestSupport
+import Synchronization
 
 private let zh = ChineseGrammar()
 private func amount(_ s: String) -> Amount { try! Amount.parse(s, max: .wordsMax) }
@@ -67,6 +68,124 @@ private func amount(_ s: String) -> Amount { try! Amount.parse(s, max: .wordsMax
         #expect(Data(data.prefix(44)) == Data(WAV.header(format: .standard, dataBytes: 10)))
         #expect(data.suffix(10) == [Int16]([1, 2, 3, 4, 5]).bytes)
         #expect(throws: AudioError.self) { try out.play([1], format: PCMFormat(sampleRate: 48000), shouldStop: { false }) }
+    }
+
+    /// Issue 18 item 9: the WAV output writes only a regular file of its own.
+    /// A symbolic link (planted in a world-writable folder, it made the root
+    /// daemon overwrite what it pointed at) is refused and its target stays.
+    @Test func wavOutputRefusesASymbolicLinkAndLeavesItsTarget() throws {
+        let tmp = TempDir()
+        let target = tmp.path + "/shadow", link = tmp.path + "/soundbox.wav"
+        let precious = Data("root:x:0:0\n".utf8)
+        try precious.write(to: URL(fileURLWithPath: target))
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: target)
+        let error = #expect(throws: AudioError.self) { _ = try WAVFileOutput(path: link).play([1, 2], format: .standard, shouldStop: { false }) }
+        #expect(error?.message == "\(link) is a symbolic link (to \(target)), not a regular file; refusing to write through it", "\(String(describing: error))")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: target)) == precious)
+    }
+
+    /// A FIFO, a folder or a device is refused at once (a FIFO nobody reads
+    /// must not hang the player); a file with a second hard link is refused
+    /// (it may be another file's name). Each error names the path and what is there.
+    @Test(arguments: ["fifo", "directory", "device", "hardlink"])
+    func wavOutputRefusesAnythingButAFileOfItsOwn(_ kind: String) throws {
+        let tmp = TempDir()
+        var path = tmp.path + "/soundbox.wav"
+        let other = tmp.path + "/other"
+        let expected: String
+        switch kind {
+        case "fifo":
+            #expect(mkfifo(path, 0o600) == 0)
+            expected = "\(path) is a FIFO, not a regular file; refusing to write to it"
+        case "directory":
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+            expected = "\(path) is a directory, not a regular file; refusing to write to it"
+        case "device":
+            path = "/dev/null"
+            expected = "/dev/null is a character device, not a regular file; refusing to write to it"
+        default:
+            try Data("keep".utf8).write(to: URL(fileURLWithPath: other))
+            #expect(link(other, path) == 0)
+            expected = "\(path) has 2 hard links (it may be another file's name); refusing to write to it"
+        }
+        let outcome = opened(path)
+        #expect(outcome.done, "opening \(kind) hung")
+        #expect(outcome.error?.message == expected, "\(String(describing: outcome.error))")
+        if kind == "hardlink" { #expect(try Data(contentsOf: URL(fileURLWithPath: other)) == Data("keep".utf8)) }
+    }
+
+    /// The docs say "append": a second output on the same file (the daemon
+    /// restarted) continues it; the header's RIFF and data sizes count both.
+    @Test func wavOutputAppendsAcrossReopens() throws {
+        let tmp = TempDir()
+        let path = tmp.path + "/soundbox.wav"
+        _ = try WAVFileOutput(path: path).play([1, 2, 3], format: .standard, shouldStop: { false })
+        let second = try WAVFileOutput(path: path)
+        _ = try second.play([4, 5], format: .standard, shouldStop: { false })
+        var data = try Data(contentsOf: URL(fileURLWithPath: path))
+        #expect(data.count == 44 + 10)
+        #expect(Data(data.prefix(44)) == Data(WAV.header(format: .standard, dataBytes: 10)))
+        #expect(data.suffix(10) == [Int16]([1, 2, 3, 4, 5]).bytes)
+
+        // A crash between writing samples and the header: the tail the header
+        // does not count is written over, not kept as a click.
+        FileManager.default.createFile(atPath: path, contents: Data(WAV.header(format: .standard, dataBytes: 4)) + [Int16]([1, 2, 9]).bytes)
+        _ = try WAVFileOutput(path: path).play([3], format: .standard, shouldStop: { false })
+        data = try Data(contentsOf: URL(fileURLWithPath: path))
+        #expect(data == Data(WAV.header(format: .standard, dataBytes: 6)) + [Int16]([1, 2, 3]).bytes)
+    }
+
+    /// soundboxctl render -o replaces its file, with the same care: never
+    /// through a symbolic link, never a FIFO.
+    @Test func replaceModeEmptiesTheFileButRefusesWhatAppendRefuses() throws {
+        let tmp = TempDir()
+        let path = tmp.path + "/a.wav", target = tmp.path + "/shadow", link = tmp.path + "/link.wav"
+        _ = try WAVFileOutput(path: path).play([1, 2, 3], format: .standard, shouldStop: { false })
+        _ = try WAVFileOutput(path: path, mode: .replace).play([7], format: .standard, shouldStop: { false })
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == Data(WAV.header(format: .standard, dataBytes: 2)) + [Int16]([7]).bytes)
+        try Data("keep".utf8).write(to: URL(fileURLWithPath: target))
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: target)
+        #expect(throws: AudioError.self) { _ = try OutputChoice.wav(path: link, mode: .replace).make() }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: target)) == Data("keep".utf8))
+    }
+
+    /// An existing file that is not a WAV this output can continue is
+    /// refused, never overwritten: text, a WAV of another format.
+    @Test func wavOutputRefusesToOverwriteAnotherFile() throws {
+        let tmp = TempDir()
+        let text = tmp.path + "/notes.wav", stereo = tmp.path + "/stereo.wav"
+        let notes = Data("not a recording, but longer than a RIFF header would be, 44 bytes\n".utf8)
+        try notes.write(to: URL(fileURLWithPath: text))
+        let e1 = #expect(throws: AudioError.self) { _ = try WAVFileOutput(path: text) }
+        #expect(e1?.message == "\(text) is not a WAV file (no RIFF/WAVE header); refusing to overwrite it", "\(String(describing: e1))")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: text)) == notes)
+
+        let other = PCMFormat(sampleRate: 48000, channels: 2)
+        _ = try WAVFileOutput(path: stereo).play([1, 2], format: other, shouldStop: { false })
+        let before = try Data(contentsOf: URL(fileURLWithPath: stereo))
+        let e2 = #expect(throws: AudioError.self) { _ = try WAVFileOutput(path: stereo).play([1], format: .standard, shouldStop: { false }) }
+        #expect(e2?.message == "\(stereo) holds S16_LE 48000 Hz 2 ch, not S16_LE 22050 Hz mono; refusing to mix them (move it away or set another audio.wav_file)", "\(String(describing: e2))")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: stereo)) == before)
+    }
+
+    /// RIFF sizes are 32 bits: a file at 4 GiB stops growing with a clear
+    /// error, its header still valid, rather than wrapping its sizes.
+    @Test func wavOutputStopsAtFourGiB() throws {
+        let tmp = TempDir()
+        let path = tmp.path + "/full.wav"
+        let limit = WAV.maxDataBytes
+        #expect(limit <= Int(UInt32.max) - 36 && limit > Int(UInt32.max) - 36 - 8, "RIFF size = 36 + data size, 32 bits")
+        let full = limit - 4
+        FileManager.default.createFile(atPath: path, contents: Data(WAV.header(format: .standard, dataBytes: full)))
+        #expect(truncate(path, off_t(44 + full)) == 0)   // sparse
+        let out = try WAVFileOutput(path: path)
+        #expect(try out.play([1, 2], format: .standard, shouldStop: { false }) == .completed, "4 bytes still fit")
+        let error = #expect(throws: AudioError.self) { _ = try out.play([3], format: .standard, shouldStop: { false }) }
+        #expect(error?.code == EFBIG && error?.message.contains("\(path) is full: a WAV file holds at most 4 GiB") == true, "\(String(describing: error))")
+        let header = try #require(Files.prefix(path, 44))
+        #expect(header == WAV.header(format: .standard, dataBytes: limit))
+        var st = stat()
+        #expect(stat(path, &st) == 0 && Int(st.st_size) == 44 + limit)
     }
 
     @Test func nullOutputCountsFramesAndStops() throws {
@@ -220,4 +339,23 @@ private func amount(_ s: String) -> Amount { try! Amount.parse(s, max: .wordsMax
         #expect(r.errors.contains { $0.problem.contains("fallback pack 'nope'") })
         #expect(VoiceCheckReport.check(directory: tmp.path + "/absent").errors.first?.problem.contains("no manifest.json") == true)
     }
+}
+
+/// Opens a WAV output on another thread, so that one that blocks (a FIFO
+/// opened for writing waits for a reader) is reported, not a hung suite:
+/// after 5 s the FIFO is opened for reading, which lets the open return.
+private func opened(_ path: String) -> (done: Bool, error: AudioError?) {
+    let result = Mutex<AudioError?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    Thread.detachNewThread {
+        do throws(AudioError) { _ = try WAVFileOutput(path: path) } catch { result.withLock { $0 = error } }
+        done.signal()
+    }
+    guard done.wait(timeout: .now() + 5) == .success else {
+        let reader = open(path, O_RDONLY | O_NONBLOCK)
+        done.wait()
+        close(reader)
+        return (false, result.withLock { $0 })
+    }
+    return (true, result.withLock { $0 })
 }

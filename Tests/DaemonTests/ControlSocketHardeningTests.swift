@@ -313,6 +313,50 @@ import SoundboxStore
         #expect(lstat(daemon.socket, &st) != 0, "removed at a clean stop")
     }
 
+    // MARK: - Issue 18 item 11: nothing a client sends comes back raw
+
+    /// A raw client sends ESC, NUL, DEL and C1 controls in an id, a replay
+    /// and a command name, and invalid UTF-8 in an id and a command name.
+    /// Every reply line is printable text (the controls escaped as the log
+    /// escapes them), invalid UTF-8 gets a clear error, the connection keeps
+    /// working, and the log holds only escaped forms (no U+FFFD either).
+    @Test func controlBytesAndInvalidUTF8AreNeverEchoedRaw() throws {
+        let scratch = Scratch()
+        let daemon = try Daemon(dir: scratch.path)
+        try daemon.start()
+        let c = try HardeningClient(daemon.socket)
+        #expect(c.readLine(timeout: 10)?.hasPrefix(ControlProtocol.greetingPrefix) == true)
+        let hostile = "A\u{1B}[2J\u{0}B\u{7F}\u{85}\u{9B}Z"
+        let escaped = #"A\u{1B}[2J\u{0}B\u{7F}\u{85}\u{9B}Z"#
+        let notUTF8 = "ACK [2@0] {} request is not valid UTF-8"
+        let exchanges: [(request: [UInt8], reply: [String])] = [
+            (Array("say 1 --id \(hostile)".utf8), ["id: \(escaped)", "status: rejected", "reason: id must be printable ASCII without spaces", "OK"]),
+            (Array("replay \(hostile)".utf8), ["ACK [50@0] {replay} no payment with id '\(escaped)'"]),
+            (Array(hostile.utf8), ["ACK [5@0] {\(escaped)} unknown command '\(escaped)'"]),
+            (Array("say 1 --id BAD".utf8) + [0xFF, 0xFE], [notUTF8]),
+            ([0x73, 0xC3, 0x28, 0x79] + Array(" 1".utf8), [notUTF8]),   // "s\xC3(y": a lead byte without its continuation
+            ([0xED, 0xA0, 0x80], [notUTF8]),                             // a UTF-16 surrogate, encoded
+            (Array("ping".utf8), ["OK"]),
+        ]
+        for (request, reply) in exchanges {
+            #expect(c.send(request + [0x0A]))
+            for expected in reply {
+                let line = c.readRawLine(timeout: 10) ?? []
+                #expect(String(decoding: line, as: UTF8.self) == expected, "reply to \(request)")
+                #expect(String(validating: line, as: UTF8.self)?.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) } == false,
+                        "a raw control byte in \(line)")
+            }
+        }
+        #expect(daemon.stop().0 == 0)
+        let log = daemon.log(run: 1)
+        let bytes = Array(log.utf8)
+        #expect(!bytes.contains { ($0 < 0x20 && $0 != 0x0A) || $0 == 0x7F }, "raw control bytes in the log")
+        #expect(!log.unicodeScalars.contains { (0x80...0x9F).contains($0.value) || $0 == "\u{FFFD}" }, "\(log)")
+        let rejected = LogEvents(log).events.filter { $0.event == "rejected" }
+        #expect(rejected.map { $0.fields["id"] } == [hostile], "read back exactly")
+        #expect(log.contains("id=\"\(escaped)\""))
+    }
+
     // MARK: - Helpers
 
     /// The exit status of a daemon that must not start; nil (and stopped)
@@ -395,15 +439,7 @@ private final class HardeningClient {
 
     /// The next line, or nil at end of stream or after `timeout` seconds.
     func readLine(timeout: Double) -> String? {
-        let deadline = Date() + timeout
-        while true {
-            if let nl = buffer.firstIndex(of: UInt8(ascii: "\n")) {
-                defer { buffer.removeSubrange(...nl) }
-                return String(decoding: buffer[..<nl], as: UTF8.self)
-            }
-            guard let chunk = receive(until: deadline), !chunk.isEmpty else { return nil }
-            buffer += chunk
-        }
+        readRawLine(timeout: timeout).map { String(decoding: $0, as: UTF8.self) }
     }
 
     /// Reads (and drops) until the daemon closes; false if it has not
@@ -422,10 +458,25 @@ private final class HardeningClient {
         return poll(&pfd, 1, Int32(timeout * 1000)) > 0 && pfd.revents & Int16(POLLHUP) != 0
     }
 
+    /// The next line's bytes (without the newline), or nil at end of stream
+    /// or after `timeout` seconds.
+    func readRawLine(timeout: Double) -> [UInt8]? {
+        let deadline = Date() + timeout
+        while true {
+            if let nl = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                defer { buffer.removeSubrange(...nl) }
+                return Array(buffer[..<nl])
+            }
+            guard let chunk = receive(until: deadline), !chunk.isEmpty else { return nil }
+            buffer += chunk
+        }
+    }
+
     /// Sends `text`; false if the daemon has closed (or, without `wait`, if
     /// the socket buffer is full).
-    func send(_ text: String, wait: Bool = true) -> Bool {
-        let bytes = Array(text.utf8)
+    func send(_ text: String, wait: Bool = true) -> Bool { send(Array(text.utf8), wait: wait) }
+
+    func send(_ bytes: [UInt8], wait: Bool = true) -> Bool {
         let flags = Int32(MSG_NOSIGNAL) | (wait ? 0 : Int32(MSG_DONTWAIT))
         return bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, flags) } == bytes.count
     }

@@ -190,6 +190,69 @@ import TestSupport
         #expect(spoken.count > 44 && spoken == expected)
     }
 
+    /// Issue 18 item 9: by default the WAV output is soundbox.wav in
+    /// state.dir (not /tmp, where anyone may plant a link), and a restarted
+    /// daemon appends to it, as documented: the file holds both runs'
+    /// announcements exactly as render makes them, its header counting both.
+    @Test func wavOutputDefaultsToTheStateFolderAndAppendsAcrossRuns() throws {
+        let scratch = Scratch()
+        let daemon = try Daemon(dir: scratch.path, config: ["audio.output": "wav"])
+        let wav = daemon.dir + "/state/soundbox.wav"
+        var sizes: [Int] = []
+        var expected = Data()
+        for (run, amount) in ["1.00", "23.45"].enumerated() {
+            try daemon.start()
+            #expect(try daemon.request("status")["output"] == "wav:\(wav)")
+            _ = try daemon.request("say", amount, "--id", "W\(run)")
+            #expect(try daemon.request("idle", "30").ack == nil)
+            #expect(daemon.stop().0 == 0)
+            sizes.append((try? Data(contentsOf: URL(fileURLWithPath: wav)).count) ?? 0)
+            let reference = scratch.path + "/ref\(run).wav"
+            #expect(try CtlRun(daemon, ["--voices", Build.root + "/voices", "render", amount, "-o", reference, "--channel", "local"]).status == 0)
+            expected += try Data(contentsOf: URL(fileURLWithPath: reference)).dropFirst(44)
+        }
+        #expect(sizes[0] > 44 && sizes[1] > sizes[0], "the second run appended: \(sizes)")
+        let data = try Data(contentsOf: URL(fileURLWithPath: wav))
+        func le32(_ at: Int) -> Int { data.dropFirst(at).prefix(4).reversed().reduce(0) { $0 << 8 | Int($1) } }
+        #expect(le32(4) == data.count - 8 && le32(40) == data.count - 44, "RIFF and data sizes")
+        #expect(data.dropFirst(44) == expected)
+    }
+
+    /// Issue 18 item 9, in the daemon: audio.wav_file that is a symbolic
+    /// link, a FIFO or a second hard link of another file is never written;
+    /// the payment fails with the reason (audio fault), the player is not
+    /// stuck, and the other file is unchanged.
+    @Test(arguments: ["symlink", "fifo", "hardlink"])
+    func wavOutputNeverWritesThroughALinkOrIntoAFIFO(_ kind: String) throws {
+        let scratch = Scratch()
+        let folder = scratch.path + "/public", target = scratch.path + "/shadow", wav = folder + "/soundbox.wav"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+        let precious = Data("root:x:0:0:root:/root:/bin/sh\n".utf8)
+        try precious.write(to: URL(fileURLWithPath: target))
+        let what: String
+        switch kind {
+        case "symlink":
+            try FileManager.default.createSymbolicLink(atPath: wav, withDestinationPath: target)
+            what = "is a symbolic link (to \(target)), not a regular file"
+        case "fifo":
+            #expect(mkfifo(wav, 0o600) == 0)
+            what = "is a FIFO, not a regular file"
+        default:
+            #expect(link(target, wav) == 0)
+            what = "has 2 hard links"
+        }
+        let daemon = try Daemon(dir: scratch.path, config: ["audio.output": "wav", "audio.wav_file": wav])
+        try daemon.start()
+        _ = try daemon.request("say", "5", "--id", "L1")
+        #expect(try daemon.request("idle", "30").ack == nil, "the player is not stuck")
+        #expect(try daemon.request("history", "1")["state"] == "failed")
+        #expect(try daemon.request("status")["faults"]?.contains("audio") == true)
+        #expect(daemon.stop().0 == 0)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: target)) == precious)
+        let failed = logLines(daemon.log(run: 1)).first { $0.event == "audio_failed" }
+        #expect(failed?["error"]?.contains("\(wav) \(what)") == true, "\(daemon.log(run: 1))")
+    }
+
     /// No GPIO chip: the daemon runs without buttons, says so once per
     /// line at start, and doctor names each line and why.
     @Test func missingGPIOChipIsReportedNotFatal() throws {

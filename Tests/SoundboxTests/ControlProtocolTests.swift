@@ -37,11 +37,23 @@ import Soundbox
     }
 
     @Test func valuesStayOnOneLine() {
-        #expect(ControlProtocol.value("a\nb\r\nc\rd") == "a b  c d")
+        #expect(ControlProtocol.value("a\nb\r\nc\rd") == #"a\nb\r\nc\rd"#)
         var reply = ControlReply()
         reply.add("reason", "line one\r\nline two")
         reply.add("volume", 7)
-        #expect(reply.text == "reason: line one  line two\nvolume: 7\nOK\n")
+        #expect(reply.text == #"reason: line one\r\nline two"# + "\nvolume: 7\nOK\n")
+    }
+
+    /// Issue 18 item 11: a reply value never carries a control or invisible
+    /// character raw: they are escaped exactly as log values are (one
+    /// escaper, LogLine's), and so is the command an ACK names.
+    @Test func replyValuesEscapeControlsAsTheLogDoes() {
+        let hostile = "A\u{1B}[2J\u{0}B\u{7F}\u{85}\u{9B}\u{202E}Z\\u{41}"
+        #expect(ControlProtocol.value(hostile) == #"A\u{1B}[2J\u{0}B\u{7F}\u{85}\u{9B}\u{202E}Z\\u{41}"#)
+        #expect(LogLine.quoted(hostile) == "\"" + ControlProtocol.value(hostile) + "\"")
+        #expect(ControlProtocol.value("收款 到账 \"quoted\" key: value") == "收款 到账 \"quoted\" key: value", "printable text stays as it is")
+        let ack = ControlAck(.unknown, command: "\u{1B}[2J", "unknown command '\u{1B}[2J'")
+        #expect(ack.line == #"ACK [5@0] {\u{1B}[2J} unknown command '\u{1B}[2J'"# + "\n")
     }
 
     @Test func ackFormatAndParseRoundTrip() {
@@ -49,7 +61,7 @@ import Soundbox
         #expect(ack.line == "ACK [50@0] {replay} no payment with id 'nope' {or} [so]\n")
         #expect(ControlAck.parse(String(ack.line.dropLast())) == ack)
         #expect(ControlAck.parse("ACK [4@0] {} permission denied") == ControlAck(.permission, command: "", "permission denied"))
-        #expect(ControlAck(.arg, command: "say", "bad\namount").line == "ACK [2@0] {say} bad amount\n")
+        #expect(ControlAck(.arg, command: "say", "bad\namount").line == #"ACK [2@0] {say} bad\namount"# + "\n")
         for notAnAck in ["OK", "ACK", "ACK [x@0] {say} y", "ACK [2@0] no braces", "id: ACK [2@0] {a} b"] {
             #expect(ControlAck.parse(notAnAck) == nil, "\(notAnAck)")
         }

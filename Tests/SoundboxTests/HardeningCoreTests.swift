@@ -151,8 +151,27 @@ import TestSupport
         #expect(!w.isTakenOver)
     }
 
+    /// Issue 18 item 10: two boxes with one id over MQTT 3.1.1 (or
+    /// mosquitto before 2.0.15). Once one box holds off, the other is kicked
+    /// only when it comes back: up to the longest reconnect wait
+    /// (mqtt.reconnect_max_s, 60 s) after its own connect. That is a loss
+    /// soon after a connect too: it logged `takeover=no` every time.
+    @Test func theBoxKickedAfterTheOthersHoldOffSuspectsItToo() {
+        var w = TakeoverWatch()
+        var t = 0.0
+        for up in [2.0, 16, 31, 61, 62, 61] {
+            w.connected(at: t); t += up
+            _ = w.disconnected(at: t, certain: false, lost: true); t += 1.5
+        }
+        #expect(w.isTakenOver && w.inARow == 6)
+        w.connected(at: t)
+        #expect(!w.check(at: t + 90) && w.isTakenOver, "up as long as the other box's longest wait proves nothing")
+        #expect(w.check(at: t + 180) && !w.isTakenOver, "twice that clears it")
+    }
+
     @Test func aLinkThatStaysUpClearsTheFault() {
-        var w = TakeoverWatch(threshold: 1, quickLoss: 30, stableAfter: 120)
+        var w = TakeoverWatch(threshold: 1, reconnectMax: 30)
+        #expect(w.quickLoss == 60 && w.stableAfter == 120)
         w.connected(at: 0)
         _ = w.disconnected(at: 1, certain: true, lost: true)
         #expect(w.isTakenOver)
@@ -161,6 +180,98 @@ import TestSupport
         #expect(!w.check(at: 100) && w.isTakenOver)
         #expect(w.check(at: 130) && !w.isTakenOver)
         #expect(w.nextCheck == nil)
+    }
+}
+
+extension TakeoverWatchTests {
+    /// The hold-off grows from 15 s but never past mqtt.reconnect_max_s (a
+    /// longer wait would make the other box's losses look slow), and
+    /// "soon after a connect" follows that setting.
+    @Test func holdOffsAreCappedByTheLongestReconnectWait() {
+        for (max, expected) in [(20, [0.0, 0, 15, 20, 20]), (2, [0, 0, 2, 2, 2]), (600, [0, 0, 15, 30, 60])] {
+            var w = TakeoverWatch(reconnectMax: max)
+            #expect(w.quickLoss == Double(max) + 30 && w.stableAfter == 2 * w.quickLoss)
+            var t = 0.0, waits: [Double] = []
+            for _ in 0..<5 {
+                w.connected(at: t); t += w.quickLoss - 1
+                waits.append(w.disconnected(at: t, certain: false, lost: true)); t += 1
+            }
+            #expect(waits == expected, "reconnect_max_s \(max)")
+        }
+        var w = TakeoverWatch(reconnectMax: 20)
+        w.connected(at: 0)
+        _ = w.disconnected(at: 50, certain: false, lost: true)
+        #expect(w.inARow == 0, "up for longer than 20 + 30 s: the network")
+    }
+}
+
+/// Issue 18 item 10: when 网络已断开 / 网络已连接 are spoken, over scripted
+/// links (monotonic seconds, no clock).
+@Suite struct LinkPromptsTests {
+    @Test func aLossIsSpokenAfterTenSecondsAndTheReconnectAnswersIt() {
+        var p = LinkPrompts()
+        #expect(p.nextCheck == nil)
+        p.disconnected(at: 100)
+        #expect(p.nextCheck == 110)
+        #expect(p.check(at: 109.9, conflict: false) == nil)
+        #expect(p.check(at: 110, conflict: false) == .networkDisconnected)
+        #expect(p.check(at: 111, conflict: false) == nil, "once per loss")
+        #expect(p.nextCheck == nil)
+        #expect(p.connected(at: 130) == .networkConnected)
+    }
+
+    @Test func aShortLossIsNotSpokenNorItsReconnect() {
+        var p = LinkPrompts()
+        p.disconnected(at: 0)
+        #expect(p.check(at: 3, conflict: false) == nil)
+        #expect(p.connected(at: 4) == nil)
+        #expect(p.nextCheck == nil)
+        #expect(p.check(at: 20, conflict: false) == nil, "the link is up")
+    }
+
+    @Test func nothingIsSpokenWhileATakeoverIsSuspected() {
+        var p = LinkPrompts()
+        p.disconnected(at: 0)
+        #expect(p.check(at: 15, conflict: true) == nil)
+        #expect(p.check(at: 30, conflict: false) == nil, "that loss was decided")
+        #expect(p.connected(at: 40) == nil, "no loss was spoken")
+    }
+
+    @Test func aLossAtMostOnceAMinute() {
+        var p = LinkPrompts()
+        p.disconnected(at: 0)
+        #expect(p.check(at: 10, conflict: false) == .networkDisconnected)
+        #expect(p.connected(at: 20) == .networkConnected)
+        p.disconnected(at: 30)
+        #expect(p.check(at: 40, conflict: false) == nil, "30 s after the last loss prompt")
+        #expect(p.connected(at: 45) == nil, "that loss was not spoken")
+        p.disconnected(at: 60)
+        #expect(p.check(at: 70, conflict: false) == .networkDisconnected)
+        #expect(p.connected(at: 75) == .networkConnected, "a spoken loss is always answered")
+    }
+
+    /// The field report: two boxes with one id, each flipping every few
+    /// seconds for 15 minutes, spoke 10 prompts each. Driven through
+    /// TakeoverWatch as the daemon does: not one prompt.
+    @Test func twoBoxesWithOneIDSpeakNothing() {
+        var watch = TakeoverWatch(), prompts = LinkPrompts()
+        var t = 0.0, spoken: [Prompt] = []
+        func tick(until end: Double) {
+            while t < end {
+                if let p = prompts.check(at: t, conflict: watch.isTakenOver) { spoken.append(p) }
+                t += 0.5
+            }
+        }
+        while t < 900 {
+            watch.connected(at: t)
+            if let p = prompts.connected(at: t) { spoken.append(p) }
+            tick(until: t + 1.5)   // kicked by the other box soon after
+            let holdOff = watch.disconnected(at: t, certain: false, lost: true)
+            prompts.disconnected(at: t)
+            tick(until: t + max(1.5, holdOff))
+        }
+        #expect(watch.isTakenOver)
+        #expect(spoken.isEmpty, "\(spoken)")
     }
 }
 
