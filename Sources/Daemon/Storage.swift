@@ -114,7 +114,7 @@ final class Storage: Sendable {
 
     /// Opens the database at `path` (creating its folder). A database that
     /// cannot be opened is a fault, not a crash: the daemon runs on memory.
-    init(path: String, clock: @escaping @Sendable () -> ClockReading = { .now(synced: true) }) {
+    init(path: String, clock: @escaping @Sendable () -> ClockReading = ClockReading.trusted) {
         self.path = path
         self.clock = clock
         var s = State()

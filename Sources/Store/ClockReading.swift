@@ -16,6 +16,9 @@ public struct ClockReading: Sendable, Equatable {
         self.synced = synced; self.boot = boot; self.sinceBoot = sinceBoot
     }
 
+    /// A clock taken as synchronised (tests of the store; a read-only store writes nothing).
+    public static let trusted: @Sendable () -> ClockReading = { @Sendable in .now(synced: true) }
+
     /// This boot's id and time, the wall clock as `synced` says.
     public static func now(synced: Bool, boot: String = ClockReading.bootID) -> ClockReading {
         var ts = timespec()

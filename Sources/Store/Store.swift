@@ -112,7 +112,7 @@ public final class Store: Sendable {
     /// with `isCorrupt` for a damaged or non-database file (`PRAGMA
     /// quick_check` runs at every open), and refuses, with a message saying
     /// "newer", a database written by a newer schema.
-    public convenience init(path: String, clock: @escaping @Sendable () -> ClockReading = { .now(synced: true) }) throws(StoreError) {
+    public convenience init(path: String, clock: @escaping @Sendable () -> ClockReading = ClockReading.trusted) throws(StoreError) {
         try self.init(path: path, maxPageCount: nil, clock: clock)
     }
 
@@ -141,7 +141,7 @@ public final class Store: Sendable {
         self.path = path
         identity = Self.identity(of: path)
         isReadOnly = true
-        clock = { .now(synced: true) }
+        clock = ClockReading.trusted
         wal = nil
         watch = nil
         reserve = nil
@@ -163,7 +163,7 @@ public final class Store: Sendable {
 
     /// `maxPageCount` caps the file (`PRAGMA max_page_count`): tests use it to
     /// make the disk "full".
-    init(path: String, maxPageCount: Int?, clock: @escaping @Sendable () -> ClockReading = { .now(synced: true) }) throws(StoreError) {
+    init(path: String, maxPageCount: Int?, clock: @escaping @Sendable () -> ClockReading = ClockReading.trusted) throws(StoreError) {
         self.clock = clock
         // Before SQLite reads the WAL (and then writes over what it could not read).
         var damage = WALCheck.inspect(path + "-wal")
