@@ -393,9 +393,9 @@ final class LineConnection {
         var chunk = [UInt8](repeating: 0, count: 4096)
         while true {
             if let nl = buffer.firstIndex(of: UInt8(ascii: "\n")) {
-                let line = String(decoding: buffer[..<nl], as: UTF8.self)
+                let line = TextFile.line(buffer[..<nl])
                 buffer.removeSubrange(...nl)
-                return nl > max ? .tooLong : .line(line.hasSuffix("\r") ? String(line.dropLast()) : line)
+                return nl > max ? .tooLong : .line(line)
             }
             if buffer.count > max { return .tooLong }
             guard wait(for: Int16(POLLIN), until: deadline) else { return .timeout }

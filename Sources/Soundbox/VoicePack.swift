@@ -28,8 +28,9 @@ public struct VoicePackManifest: Sendable, Equatable {
     /// Reads and validates `<directory>/manifest.json`.
     public static func load(directory: String) throws(VoicePackError) -> VoicePackManifest {
         let path = directory + "/manifest.json"
-        guard let bytes = Files.read(path, limit: 1 << 20) else {
-            throw VoicePackError(path: path, message: Files.exists(path) ? "cannot be read" : "no manifest.json here: is this a voice pack folder?")
+        let bytes: [UInt8]
+        do { bytes = try TextFile.read(path, limit: 1 << 20) } catch {
+            throw VoicePackError(path: path, message: error.isMissing ? "no manifest.json here: is this a voice pack folder?" : error.phrase)
         }
         let m: VoicePackManifest
         do { m = try VoicePackManifest(json: try JSONValue.parse(bytes)) } catch let e as JSONError {

@@ -1,0 +1,113 @@
+import Glibc
+import Soundbox
+import Testing
+
+/// Issue 18, field defects: settings written on Windows (CRLF, a byte order
+/// mark), hostile values (10 MB, invisible characters), and files that are
+/// not what they seem (a symbolic link loop, a folder, too large).
+@Suite final class TextFileTests {
+    let dir = "/tmp/sbx-text-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+    init() { mkdir(dir, 0o755) }
+    deinit {
+        for name in Files.list(dir) { unlink(dir + "/" + name) }
+        rmdir(dir)
+    }
+
+    func write(_ name: String, _ bytes: [UInt8]) -> String {
+        let path = dir + "/" + name
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        _ = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        return path
+    }
+
+    /// Swift's "\r\n" is one Character: a file saved on Windows must still
+    /// be read line by line, with a comment or a key first.
+    @Test func crlfSettingsAreReadLineByLine() throws {
+        let commentFirst = try Config.parse("# the shop's box\r\naudio.volume = 9\r\naudio.output = wav\r\n", source: "s.conf")
+        #expect(commentFirst[.audioVolume] == 9)
+        #expect(commentFirst[.audioOutput] == "wav")
+        let keyFirst = try Config.parse("audio.volume = 9\r\naudio.output = wav\r\n\r\nvoice.lang = en-IN", source: "s.conf")
+        #expect(keyFirst[.audioVolume] == 9)
+        #expect(keyFirst[.audioOutput] == "wav")
+        #expect(keyFirst[.voiceLang] == "en-IN")
+    }
+
+    @Test func aBadValueInACRLFFileIsReportedOnItsLine() {
+        let error = #expect(throws: ConfigFileError.self) { try Config.parse("# comment\r\naudio.volume = 99\r\n", source: "s.conf") }
+        #expect(error?.description == "s.conf:2: audio.volume = '99' is not allowed; expected an integer 0-10")
+    }
+
+    /// A manifest saved by Notepad (a byte order mark, CRLF) is read.
+    @Test func aManifestWithAByteOrderMarkIsRead() throws {
+        let manifest = #"{"format_version":1,"name":"x","language":"zh-CN","grammar":"zh-CN",\#r\#n"format":{"codec":"mp3","sample_rate":22050,"channels":1},"clips":{}}\#r\#n"#
+        _ = write("manifest.json", [0xEF, 0xBB, 0xBF] + Array(manifest.utf8))
+        #expect(try VoicePackManifest.load(directory: dir).name == "x")
+    }
+
+    /// Notepad's byte order mark is not part of the first key.
+    @Test func aByteOrderMarkIsNotPartOfTheFirstKey() throws {
+        let path = write("bom.conf", [0xEF, 0xBB, 0xBF] + Array("state.dir = /srv/sb\r\naudio.volume = 2\r\n".utf8))
+        let c = try Config.load(path: path)
+        #expect(c[.stateDir] == "/srv/sb")
+        #expect(c[.audioVolume] == 2)
+    }
+
+    /// An error quoting user text shows invisible characters escaped.
+    @Test func invisibleCharactersInAnErrorAreEscaped() {
+        let error = #expect(throws: ConfigFileError.self) { try Config.parse("audio.volume = 9\nstate\u{200B}.dir = /x\n", source: "s.conf") }
+        #expect(error?.description.hasPrefix("s.conf:2: unknown key 'state\\u{200B}.dir'; known keys: ") == true)
+        let bad = #expect(throws: ConfigFileError.self) { try Config.parse("audio.output = wav\u{202E}x\n", source: "s.conf") }
+        #expect(bad?.description == "s.conf:1: audio.output = 'wav\\u{202E}x' is not allowed; expected one of alsa, wav, null")
+        let syntax = #expect(throws: ConfigFileError.self) { try Config.parse("volume\u{1B}[2J 3\n", source: "s.conf") }
+        #expect(syntax?.description == "s.conf:1: expected 'key = value', got 'volume\\u{1B}[2J 3'")
+    }
+
+    /// A huge value is quoted by a short prefix and its size, never whole.
+    @Test func aHugeValueIsQuotedShort() {
+        let huge = String(repeating: "9", count: 10_000_000)
+        let error = #expect(throws: ConfigFileError.self) { try Config.parse("audio.volume = " + huge + "\n", source: "s.conf") }
+        #expect(error?.description == "s.conf:1: audio.volume = '" + String(repeating: "9", count: 40) + "… (10000000 bytes)' is not allowed; expected an integer 0-10")
+        let line = #expect(throws: ConfigFileError.self) { try Config.parse(huge + "\n", source: "s.conf") }
+        #expect((line?.description.utf8.count ?? .max) < 200)
+    }
+
+    /// device.id is an MQTT topic level and the client id.
+    @Test(arguments: [String(repeating: "a", count: 65), "shop/1", "shop+", "shop#", "a\u{0}b", "a\tb", "a\u{7F}"])
+    func aDeviceIDThatCannotBeATopicLevelIsRefused(_ id: String) {
+        let error = #expect(throws: ConfigFileError.self) { try Config.parse("device.id = \(id)\n", source: "s.conf") }
+        #expect(error?.description.hasPrefix("s.conf:1: device.id = '") == true)
+        #expect(error?.description.contains("expected an MQTT topic level: at most 64 bytes") == true, "\(String(describing: error))")
+    }
+
+    @Test func aDeviceIDOf64BytesIsFine() throws {
+        let id = String(repeating: "a", count: 64)
+        #expect(try Config.parse("device.id = \(id)\n", source: "s.conf")[.deviceID] == id)
+    }
+
+    /// Every text value has a length limit; so has the file.
+    @Test func valuesAndTheFileHaveLimits() {
+        let path = String(repeating: "p", count: 4097)
+        let error = #expect(throws: ConfigFileError.self) { try Config.parse("state.dir = /\(path)\n", source: "s.conf") }
+        #expect(error?.description.contains("(4098 bytes)' is not allowed; expected a path of at most 4096 bytes") == true, "\(String(describing: error))")
+        let host = #expect(throws: ConfigFileError.self) { try Config.parse("mqtt.host = \(String(repeating: "h", count: 254))\n", source: "s.conf") }
+        #expect(host?.description.contains("expected a host name of at most 253 bytes") == true, "\(String(describing: host))")
+        let big = write("big.conf", [UInt8](repeating: UInt8(ascii: "#"), count: 65537))
+        let file = #expect(throws: ConfigFileError.self) { try Config.load(path: big) }
+        #expect(file?.description == "\(big): is 65537 bytes, more than the 65536 allowed")
+    }
+
+    /// The error says what the path is, not "permission denied".
+    @Test func fileErrorsSayWhatThePathIs() {
+        symlink(dir + "/loop", dir + "/loop")
+        let loop = #expect(throws: ConfigFileError.self) { try Config.load(path: dir + "/loop") }
+        #expect(loop?.description == "\(dir)/loop: is a symbolic link loop")
+        let missing = #expect(throws: ConfigFileError.self) { try Config.load(path: dir + "/nope.conf") }
+        #expect(missing?.description == "\(dir)/nope.conf: does not exist")
+        let folder = #expect(throws: ConfigFileError.self) { try Config.load(path: dir) }
+        #expect(folder?.description == "\(dir): is a folder, not a file")
+        let notDir = write("plain", [])
+        let under = #expect(throws: ConfigFileError.self) { try Config.load(path: notDir + "/s.conf") }
+        #expect(under?.description == "\(notDir)/s.conf: a part of the path is not a folder")
+    }
+}
