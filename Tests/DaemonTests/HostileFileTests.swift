@@ -74,4 +74,16 @@ import TestSupport
         let log = daemon.log(run: 1)
         #expect(log.contains("clip_broken") && log.contains("FIFO"), "\(log)")
     }
+
+    /// A FIFO as the broker's CA file (libmosquitto's fopen would block
+    /// for ever): the daemon says so and exits.
+    @Test func aFIFOAsTheCAFileIsRefusedAtOnce() throws {
+        let scratch = Scratch()
+        #expect(mkfifo(scratch.path + "/ca.crt", 0o644) == 0)
+        let daemon = try Daemon(dir: scratch.path, config: ["mqtt.enabled": "true", "mqtt.host": "127.0.0.1", "mqtt.port": "1",
+                                                            "mqtt.tls.ca": scratch.path + "/ca.crt"])
+        let error = #expect(throws: TestFailure.self) { try daemon.start(timeout: 20) }
+        #expect(error?.description.contains("exited") == true, "\(String(describing: error))")
+        #expect(daemon.log(run: 1).contains("\(scratch.path)/ca.crt) failed: is a FIFO (named pipe), not a regular file"), "\(daemon.log(run: 1))")
+    }
 }
