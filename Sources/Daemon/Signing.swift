@@ -75,7 +75,7 @@ final class Signing: Sendable {
     static func load(folder: String) -> Keys {
         var k = Keys(folder: folder)
         guard let dir = opendir(folder) else {
-            k.folderProblem = String(cString: strerror(errno))
+            k.folderProblem = FileError.phrase(errno: errno)
             return k
         }
         defer { closedir(dir) }
