@@ -65,9 +65,9 @@ import Testing
 
     /// A huge value is quoted by a short prefix and its size, never whole.
     @Test func aHugeValueIsQuotedShort() {
-        let huge = String(repeating: "9", count: 10_000_000)
+        let huge = String(repeating: "9", count: 1_000_000)
         let error = #expect(throws: ConfigFileError.self) { try Config.parse("audio.volume = " + huge + "\n", source: "s.conf") }
-        #expect(error?.description == "s.conf:1: audio.volume = '" + String(repeating: "9", count: 40) + "… (10000000 bytes)' is not allowed; expected an integer 0-10")
+        #expect(error?.description == "s.conf:1: audio.volume = '" + String(repeating: "9", count: 40) + "… (1000000 bytes)' is not allowed; expected an integer 0-10")
         let line = #expect(throws: ConfigFileError.self) { try Config.parse(huge + "\n", source: "s.conf") }
         #expect((line?.description.utf8.count ?? .max) < 200)
     }
@@ -109,5 +109,43 @@ import Testing
         let notDir = write("plain", [])
         let under = #expect(throws: ConfigFileError.self) { try Config.load(path: notDir + "/s.conf") }
         #expect(under?.description == "\(notDir)/s.conf: a part of the path is not a folder")
+    }
+
+    /// Only a regular file is opened for reading: a FIFO, a device or a
+    /// folder is refused at once, each in its own words.
+    @Test func onlyRegularFilesAreRead() throws {
+        let fifo = dir + "/fifo"
+        #expect(mkfifo(fifo, 0o644) == 0)
+        #expect(throws: FileError(path: fifo, reason: .notRegular(S_IFIFO))) { try Files.contents(fifo, limit: 100) }
+        #expect((try? Files.contents("/dev/null", limit: 100)) == nil)
+        #expect(FileError(path: "/dev/null", reason: .notRegular(S_IFCHR)).description == "/dev/null: is a character device, not a regular file")
+        #expect(throws: FileError(path: dir, reason: .notRegular(S_IFDIR))) { try Files.checkRegular(dir) }
+        let long = dir + "/" + String(repeating: "n", count: 300)
+        #expect(throws: FileError(path: long, errno: ENAMETOOLONG)) { try Files.contents(long, limit: 100) }
+        #expect(FileError(path: long, errno: ENAMETOOLONG).phrase == "the path is too long")
+        let fine = write("fine", Array("abc".utf8))
+        #expect(try Files.contents(fine, limit: 3) == Array("abc".utf8))
+        #expect(throws: FileError(path: fine, reason: .tooLarge(3, limit: 2))) { try Files.contents(fine, limit: 2) }
+        // The descriptor it returns blocks again (O_NONBLOCK cleared).
+        let fd = try Files.openRegular(fine)
+        #expect(fcntl(fd, F_GETFL) & O_NONBLOCK == 0)
+        close(fd)
+    }
+
+    /// The same limits for `config set` and remote config (Config.set, the
+    /// overlay): a huge value is refused and quoted short.
+    @Test func theOverlayHasTheSameLimits() {
+        let huge = String(repeating: "z", count: 100_000)
+        let (_, rejected) = Config().applying(["voice.lang": huge, "device.id": "a/b", "audio.volume": "3"])
+        #expect(rejected.keys.sorted() == ["device.id", "voice.lang"])
+        #expect(rejected["voice.lang"]?.description == "voice.lang = '" + String(repeating: "z", count: 40) + "… (100000 bytes)' is not allowed; expected a voice pack's name (1-32 letters, digits, '-' or '_')")
+    }
+
+    @Test func linesSplitOnScalars() {
+        #expect(TextFile.lines("a\r\nb\nc\r\n").map(String.init) == ["a", "b", "c", ""])
+        #expect(TextFile.lines("\u{FEFF}a").map(String.init) == ["a"])
+        #expect(TextFile.lines("a\r\r\n\u{301}b").map(String.init) == ["a\r", "\u{301}b"], "only one CR is the line end's")
+        #expect(TextFile.excerpt("a\u{FEFF}\u{0}b") == "a\\u{FEFF}\\u{0}b")
+        #expect(TextFile.excerpt(String(repeating: "é", count: 41)) == String(repeating: "é", count: 40) + "… (82 bytes)")
     }
 }
