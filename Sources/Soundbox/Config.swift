@@ -236,8 +236,7 @@ public struct ConfigKey: Sendable, Hashable {
             case .optionalText: return Self.fits(text, Self.maxText) ? .text(text) : nil
             case .path: return !text.isEmpty && Self.fits(text, Self.maxPath) ? .text(text) : nil
             case .optionalPath: return Self.fits(text, Self.maxPath) ? .text(text) : nil
-            case .host:
-                return !text.isEmpty && Self.fits(text, Self.maxHost) && !text.unicodeScalars.contains { $0.properties.isWhitespace } ? .text(text) : nil
+            case .host: return !text.isEmpty && Self.fits(text, Self.maxHost, refusing: " ") ? .text(text) : nil
             case .topicLevel: return Self.fits(text, Self.maxTopicLevel, refusing: "/+#") ? .text(text) : nil
             case .topicPrefix: return !text.isEmpty && Self.fits(text, Self.maxTopicPrefix, refusing: "+#") ? .text(text) : nil
             case .integer(let range):
@@ -258,7 +257,7 @@ public struct ConfigKey: Sendable, Hashable {
             case .optionalText: "any text of at most \(Self.maxText) bytes (empty = not set)"
             case .path: "a path of at most \(Self.maxPath) bytes (PATH_MAX)"
             case .optionalPath: "a path of at most \(Self.maxPath) bytes (PATH_MAX), or empty = not set"
-            case .host: "a host name of at most \(Self.maxHost) bytes (DNS), without spaces"
+            case .host: "a host name of at most \(Self.maxHost) bytes (DNS), without spaces or control characters"
             case .topicLevel: "an MQTT topic level: at most \(Self.maxTopicLevel) bytes, without '/', '+', '#' or control characters (empty = the hostname)"
             case .topicPrefix: "MQTT topic levels: at most \(Self.maxTopicPrefix) bytes, without '+', '#' or control characters"
             case .integer(let range): "an integer \(range.lowerBound)-\(range.upperBound)"

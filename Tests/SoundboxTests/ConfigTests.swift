@@ -61,7 +61,7 @@ import Soundbox
         case .optionalText: (bad, allowed) = (long(1024), "any text of at most 1024 bytes (empty = not set)")
         case .path: (bad, allowed) = ("", "a path of at most 4096 bytes (PATH_MAX)")
         case .optionalPath: (bad, allowed) = ("/" + long(4096), "a path of at most 4096 bytes (PATH_MAX), or empty = not set")
-        case .host: (bad, allowed) = ("broker .example", "a host name of at most 253 bytes (DNS), without spaces")
+        case .host: (bad, allowed) = ("broker .example", "a host name of at most 253 bytes (DNS), without spaces or control characters")
         case .topicLevel: (bad, allowed) = ("shop/1", "an MQTT topic level: at most 64 bytes, without '/', '+', '#' or control characters (empty = the hostname)")
         case .topicPrefix: (bad, allowed) = ("soundbox/+", "MQTT topic levels: at most 128 bytes, without '+', '#' or control characters")
         case .integer(let r): (bad, allowed) = ("\(r.upperBound + 1)", "an integer \(r.lowerBound)-\(r.upperBound)")
