@@ -203,11 +203,13 @@ public struct ConfigKey: Sendable, Hashable {
     /// that no value is unbounded anywhere it goes: a file, `config set`,
     /// remote config (the same `parse`).
     public enum Kind: Sendable, Hashable {
-        /// At most `maxText` bytes, no NUL (values go to C as strings).
+        /// At most `maxText` bytes, no control character (a lone CR of an
+        /// old Mac file is a mistake, not part of a name).
         case text
-        /// Text that may be empty: empty means "not set".
+        /// Text that may be empty: empty means "not set". Anything but NUL
+        /// (values go to C as strings): a password may hold any character.
         case optionalText
-        /// A file or folder: at most PATH_MAX (4096) bytes, no NUL.
+        /// A file or folder: at most PATH_MAX (4096) bytes, no control character.
         case path
         /// A path that may be empty: empty means "not set".
         case optionalPath
@@ -232,10 +234,10 @@ public struct ConfigKey: Sendable, Hashable {
         /// The value, or nil if `text` is not allowed.
         public func parse(_ text: String) -> ConfigValue? {
             switch self {
-            case .text: return !text.isEmpty && Self.fits(text, Self.maxText) ? .text(text) : nil
+            case .text: return !text.isEmpty && Self.fits(text, Self.maxText, refusing: "") ? .text(text) : nil
             case .optionalText: return Self.fits(text, Self.maxText) ? .text(text) : nil
-            case .path: return !text.isEmpty && Self.fits(text, Self.maxPath) ? .text(text) : nil
-            case .optionalPath: return Self.fits(text, Self.maxPath) ? .text(text) : nil
+            case .path: return !text.isEmpty && Self.fits(text, Self.maxPath, refusing: "") ? .text(text) : nil
+            case .optionalPath: return Self.fits(text, Self.maxPath, refusing: "") ? .text(text) : nil
             case .host: return !text.isEmpty && Self.fits(text, Self.maxHost, refusing: " ") ? .text(text) : nil
             case .topicLevel: return Self.fits(text, Self.maxTopicLevel, refusing: "/+#") ? .text(text) : nil
             case .topicPrefix: return !text.isEmpty && Self.fits(text, Self.maxTopicPrefix, refusing: "+#") ? .text(text) : nil
@@ -253,10 +255,10 @@ public struct ConfigKey: Sendable, Hashable {
         /// What is allowed, for "expected …" messages and docs/config.md.
         public var allowed: String {
             switch self {
-            case .text: "a non-empty value of at most \(Self.maxText) bytes"
+            case .text: "a non-empty value of at most \(Self.maxText) bytes, without control characters"
             case .optionalText: "any text of at most \(Self.maxText) bytes (empty = not set)"
-            case .path: "a path of at most \(Self.maxPath) bytes (PATH_MAX)"
-            case .optionalPath: "a path of at most \(Self.maxPath) bytes (PATH_MAX), or empty = not set"
+            case .path: "a path of at most \(Self.maxPath) bytes (PATH_MAX), without control characters"
+            case .optionalPath: "a path of at most \(Self.maxPath) bytes (PATH_MAX) without control characters, or empty = not set"
             case .host: "a host name of at most \(Self.maxHost) bytes (DNS), without spaces or control characters"
             case .topicLevel: "an MQTT topic level: at most \(Self.maxTopicLevel) bytes, without '/', '+', '#' or control characters (empty = the hostname)"
             case .topicPrefix: "MQTT topic levels: at most \(Self.maxTopicPrefix) bytes, without '+', '#' or control characters"
@@ -272,8 +274,9 @@ public struct ConfigKey: Sendable, Hashable {
         /// less than MQTT's 65535). Paths: PATH_MAX. Hosts: DNS's 253.
         public static let maxText = 1024, maxPath = 4096, maxHost = 253, maxTopicLevel = 64, maxTopicPrefix = 128
 
-        /// At most `max` bytes, no NUL; no control character either when
-        /// `refusing` is given (a topic), nor any of its characters.
+        /// At most `max` bytes, no NUL; no control or invisible character
+        /// either (`LogLine.isHidden`) when `refusing` is given, nor any of
+        /// its characters.
         static func fits(_ s: String, _ max: Int, refusing: String? = nil) -> Bool {
             guard s.utf8.count <= max, !s.utf8.contains(0) else { return false }
             guard let refusing else { return true }

@@ -181,7 +181,7 @@ struct Ctl {
         #expect(r.status == 0)
         let docs = try String(contentsOfFile: Ctl.voices.replacingOccurrences(of: "/voices", with: "/docs/config.md"), encoding: .utf8)
         #expect(docs.contains(r.stdout), "docs/config.md is stale: replace its table with `soundboxctl config keys`")
-        #expect(r.stdout.contains("| `audio.wav_file` | `/tmp/soundbox.wav` | a path of at most 4096 bytes (PATH_MAX) | file only (restart) |"))
+        #expect(r.stdout.contains("| `audio.wav_file` | `/tmp/soundbox.wav` | a path of at most 4096 bytes (PATH_MAX), without control characters | file only (restart) |"))
         let json = try Ctl("--json", "config", "keys")
         let keys = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: String]])
         #expect(keys.first { $0["key"] == "audio.volume" }?["scope"] == "remote")

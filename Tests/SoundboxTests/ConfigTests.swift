@@ -31,8 +31,8 @@ import Soundbox
         ("audio.volume = loud", "soundbox.conf:2: audio.volume = 'loud' is not allowed; expected an integer 0-10"),
         ("audio.volume = -1", "soundbox.conf:2: audio.volume = '-1' is not allowed; expected an integer 0-10"),
         ("audio.output = speaker", "soundbox.conf:2: audio.output = 'speaker' is not allowed; expected one of alsa, wav, null"),
-        ("audio.device =", "soundbox.conf:2: audio.device = '' is not allowed; expected a non-empty value of at most 1024 bytes"),
-        ("voice.dir = ", "soundbox.conf:2: voice.dir = '' is not allowed; expected a path of at most 4096 bytes (PATH_MAX)"),
+        ("audio.device =", "soundbox.conf:2: audio.device = '' is not allowed; expected a non-empty value of at most 1024 bytes, without control characters"),
+        ("voice.dir = ", "soundbox.conf:2: voice.dir = '' is not allowed; expected a path of at most 4096 bytes (PATH_MAX), without control characters"),
         ("volume 3", "soundbox.conf:2: expected 'key = value', got 'volume 3'"),
         ("voice.lang = en-IN", "soundbox.conf:2: voice.lang is already set on line 1"),
     ])
@@ -57,10 +57,10 @@ import Soundbox
         let bad: String, allowed: String
         let long = { (n: Int) in String(repeating: "x", count: n + 1) }
         switch key.kind {
-        case .text: (bad, allowed) = ("", "a non-empty value of at most 1024 bytes")
+        case .text: (bad, allowed) = ("", "a non-empty value of at most 1024 bytes, without control characters")
         case .optionalText: (bad, allowed) = (long(1024), "any text of at most 1024 bytes (empty = not set)")
-        case .path: (bad, allowed) = ("", "a path of at most 4096 bytes (PATH_MAX)")
-        case .optionalPath: (bad, allowed) = ("/" + long(4096), "a path of at most 4096 bytes (PATH_MAX), or empty = not set")
+        case .path: (bad, allowed) = ("", "a path of at most 4096 bytes (PATH_MAX), without control characters")
+        case .optionalPath: (bad, allowed) = ("/" + long(4096), "a path of at most 4096 bytes (PATH_MAX) without control characters, or empty = not set")
         case .host: (bad, allowed) = ("broker .example", "a host name of at most 253 bytes (DNS), without spaces or control characters")
         case .topicLevel: (bad, allowed) = ("shop/1", "an MQTT topic level: at most 64 bytes, without '/', '+', '#' or control characters (empty = the hostname)")
         case .topicPrefix: (bad, allowed) = ("soundbox/+", "MQTT topic levels: at most 128 bytes, without '+', '#' or control characters")

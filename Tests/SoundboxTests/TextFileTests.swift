@@ -38,6 +38,13 @@ import Testing
         #expect(error?.description == "s.conf:2: audio.volume = '99' is not allowed; expected an integer 0-10")
     }
 
+    /// An old Mac file (CR only) is one line: refused with its CRs shown,
+    /// not read as a path holding a CR.
+    @Test func aCROnlyFileIsRefusedNotMisread() {
+        let error = #expect(throws: ConfigFileError.self) { try Config.parse("audio.wav_file = /tmp/a.wav\raudio.volume = 3\r", source: "s.conf") }
+        #expect(error?.description == "s.conf:1: audio.wav_file = '/tmp/a.wav\\raudio.volume = 3' is not allowed; expected a path of at most 4096 bytes (PATH_MAX), without control characters")
+    }
+
     /// A manifest saved by Notepad (a byte order mark, CRLF) is read.
     @Test func aManifestWithAByteOrderMarkIsRead() throws {
         let manifest = #"{"format_version":1,"name":"x","language":"zh-CN","grammar":"zh-CN",\#r\#n"format":{"codec":"mp3","sample_rate":22050,"channels":1},"clips":{}}\#r\#n"#
