@@ -52,6 +52,15 @@ import Testing
         #expect(try VoicePackManifest.load(directory: dir).name == "x")
     }
 
+    /// A manifest's own text in its errors is escaped and short too.
+    @Test func aManifestsTextIsQuotedVisibly() {
+        let manifest = #"{"format_version":1,"name":"x","language":"zh-CN","grammar":"zh\u202eCN","format":{"codec":"mp3","sample_rate":22050,"channels":1},"clips":{}}"#
+        _ = write("manifest.json", Array(manifest.utf8))
+        #expect(throws: VoicePackError(path: dir + "/manifest.json", message: "grammar 'zh\\u{202E}CN' is unknown; known: " + Grammars.all.map(\.name).joined(separator: ", "))) {
+            try VoicePackManifest.load(directory: dir)
+        }
+    }
+
     /// Notepad's byte order mark is not part of the first key.
     @Test func aByteOrderMarkIsNotPartOfTheFirstKey() throws {
         let path = write("bom.conf", [0xEF, 0xBB, 0xBF] + Array("state.dir = /srv/sb\r\naudio.volume = 2\r\n".utf8))
