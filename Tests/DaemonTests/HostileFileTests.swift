@@ -86,4 +86,18 @@ import TestSupport
         #expect(error?.description.contains("exited") == true, "\(String(describing: error))")
         #expect(daemon.log(run: 1).contains("\(scratch.path)/ca.crt) failed: is a FIFO (named pipe), not a regular file"), "\(daemon.log(run: 1))")
     }
+
+    /// A FIFO among the signing keys is ignored with its reason, not read.
+    @Test func aFIFOAmongTheKeysIsIgnoredWithItsReason() throws {
+        let scratch = Scratch()
+        let keys = scratch.path + "/keys"
+        try FileManager.default.createDirectory(atPath: keys, withIntermediateDirectories: true)
+        #expect(mkfifo(keys + "/backend.pem", 0o644) == 0)
+        let daemon = try Daemon(dir: scratch.path, config: ["payment.signing": "required", "payment.keys": keys])
+        try daemon.start(timeout: 30)
+        let doctor = try daemon.request("doctor").pairs.records(startingWith: "check")
+        let signing = try #require(doctor.first { $0.first?.value == "signing" })
+        #expect(signing.first { $0.key == "detail" }?.value.contains("\(keys)/backend.pem: is a FIFO (named pipe), not a regular file") == true, "\(signing)")
+        #expect(daemon.stop().0 == 0)
+    }
 }
