@@ -61,6 +61,14 @@ import Testing
         }
     }
 
+    /// A pack whose manifest is a looping link is reported, not skipped.
+    @Test func aLoopingManifestIsAPackProblem() {
+        mkdir(dir + "/xx", 0o755)
+        symlink(dir + "/xx/manifest.json", dir + "/xx/manifest.json")
+        defer { unlink(dir + "/xx/manifest.json"); rmdir(dir + "/xx") }
+        #expect(VoiceCatalog.scan(directory: dir).problems == ["xx": "is a symbolic link loop"])
+    }
+
     /// Notepad's byte order mark is not part of the first key.
     @Test func aByteOrderMarkIsNotPartOfTheFirstKey() throws {
         let path = write("bom.conf", [0xEF, 0xBB, 0xBF] + Array("state.dir = /srv/sb\r\naudio.volume = 2\r\n".utf8))
