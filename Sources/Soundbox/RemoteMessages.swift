@@ -59,7 +59,7 @@ public enum RemoteCommand: Sendable, Equatable {
             }
         case "summary": return .success(.summary)
         case "test": return .success(.test)
-        default: return .failure(.init("unknown cmd '\(TextFile.excerpt(name))'; known: replay, say, summary, test"))
+        default: return .failure(.init("unknown cmd '\(name)'; known: replay, say, summary, test"))
         }
     }
 }

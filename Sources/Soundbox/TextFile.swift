@@ -10,8 +10,12 @@ public enum TextFile {
     /// The regular file `path` (`Files.contents`), without a leading byte
     /// order mark: settings, manifests, key files.
     public static func read(_ path: String, limit: Int) throws(FileError) -> [UInt8] {
-        let bytes = try Files.contents(path, limit: limit)
-        return bytes.starts(with: byteOrderMark) ? Array(bytes.dropFirst(byteOrderMark.count)) : bytes
+        droppingBOM(try Files.contents(path, limit: limit))
+    }
+
+    /// `bytes` without a leading byte order mark (text from standard input).
+    public static func droppingBOM(_ bytes: [UInt8]) -> [UInt8] {
+        bytes.starts(with: byteOrderMark) ? Array(bytes.dropFirst(byteOrderMark.count)) : bytes
     }
 
     /// The lines of `text`, without their "\n" or "\r\n" (and without a

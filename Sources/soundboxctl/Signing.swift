@@ -46,7 +46,8 @@ func signCommand(_ args: Arguments, _ out: Output) throws(Failure) {
         }
         throw failure("\(keyPath): \(error)", code: "key")
     }
-    let text = args.positional[0] == "-" ? readStandardInput() : Array(args.positional[0].utf8)
+    // A payload file saved by Notepad (`sign ... - < payload.json`): its byte order mark is no JSON.
+    let text = args.positional[0] == "-" ? TextFile.droppingBOM(readStandardInput()) : Array(args.positional[0].utf8)
     let document = try parseMessage(text)
     var kind: Signature.Kind?
     if let k = args.options["--kind"] {

@@ -40,6 +40,18 @@ import TestSupport
         #expect(r.stdout == (try Ctl("key", "id", keys.pub).stdout))
     }
 
+    /// A payload saved by Notepad, on standard input, is signed as without its byte order mark.
+    @Test func signReadsAPayloadSavedOnWindows() throws {
+        let keys = try SigningKeys()
+        defer { keys.remove(); try? FileManager.default.removeItem(atPath: dir) }
+        let payload = "{\r\n  \"id\": \"T5\",\r\n  \"amount\": 88.8,\r\n  \"ts\": 1764415000\r\n}\r\n"
+        try (Data([0xEF, 0xBB, 0xBF]) + Data(payload.utf8)).write(to: URL(fileURLWithPath: dir + "/payload.json"))
+        let r = try CommandRun(["/bin/sh", "-c", "exec \"$0\" sign --key \"$1\" --device shop-1 - < \"$2\"", Ctl.binary, keys.priv, dir + "/payload.json"],
+                               environment: ["PATH": "/usr/bin:/bin", "SOUNDBOX_VOICES": Ctl.voices])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(try deviceVerifies(r.stdout, kind: .payment, device: "shop-1", key: keys.publicKey()))
+    }
+
     @Test func keyErrorsSayWhatThePathIs() throws {
         defer { try? FileManager.default.removeItem(atPath: dir) }
         symlink(dir + "/loop.pem", dir + "/loop.pem")
