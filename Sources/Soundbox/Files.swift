@@ -75,9 +75,6 @@ public enum Files {
     /// Whether something exists at `path` (a dangling symbolic link does not).
     public static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
 
-    /// Whether this process may read `path`.
-    public static func isReadable(_ path: String) -> Bool { access(path, R_OK) == 0 }
-
     /// The names in a folder (without "." and ".."), unsorted; empty if it
     /// cannot be read.
     public static func list(_ directory: String) -> [String] {
