@@ -16,7 +16,11 @@ public enum Files {
     public static func openRegular(_ path: String) throws(FileError) -> Int32 {
         var fd: Int32
         repeat { fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY) } while fd < 0 && errno == EINTR
-        guard fd >= 0 else { throw FileError(path: path, errno: errno) }
+        guard fd >= 0 else {
+            let e = errno
+            if e == ENOENT, let target = linkTarget(path) { throw FileError(path: path, reason: .danglingLink(target)) }
+            throw FileError(path: path, errno: e)
+        }
         var st = stat()
         guard fstat(fd, &st) == 0 else { let e = errno; close(fd); throw FileError(path: path, errno: e) }
         guard st.st_mode & S_IFMT == S_IFREG else {
@@ -109,6 +113,8 @@ public struct FileError: Error, Sendable, Equatable, CustomStringConvertible {
         case notRegular(UInt32)
         /// Larger than the reader allows.
         case tooLarge(Int, limit: Int)
+        /// A symbolic link to this target, which does not exist (ENOENT).
+        case danglingLink(String)
     }
     public let path: String
     public let reason: Reason
@@ -117,7 +123,13 @@ public struct FileError: Error, Sendable, Equatable, CustomStringConvertible {
     public init(path: String, errno code: Int32) { self.init(path: path, reason: .errno(code)) }
 
     /// The errno of a failed call, or 0.
-    public var errno: Int32 { if case .errno(let e) = reason { e } else { 0 } }
+    public var errno: Int32 {
+        switch reason {
+        case .errno(let e): e
+        case .danglingLink: ENOENT
+        case .notRegular, .tooLarge: 0
+        }
+    }
 
     /// Nothing at the path (ENOENT).
     public var isMissing: Bool { errno == ENOENT }
@@ -138,6 +150,7 @@ public struct FileError: Error, Sendable, Equatable, CustomStringConvertible {
             default: "is not a regular file"
             }
         case .tooLarge(let size, let limit): "is \(size) bytes, more than the \(limit) allowed"
+        case .danglingLink(let target): "is a symbolic link to \(TextFile.excerpt(target, limit: 200)), which does not exist"
         }
     }
 

@@ -126,6 +126,9 @@ import Testing
         symlink(dir + "/loop", dir + "/loop")
         let loop = #expect(throws: ConfigFileError.self) { try Config.load(path: dir + "/loop") }
         #expect(loop?.description == "\(dir)/loop: is a symbolic link loop")
+        symlink(dir + "/gone", dir + "/dangling")
+        let dangling = #expect(throws: ConfigFileError.self) { try Config.load(path: dir + "/dangling") }
+        #expect(dangling?.description == "\(dir)/dangling: is a symbolic link to \(dir)/gone, which does not exist")
         let missing = #expect(throws: ConfigFileError.self) { try Config.load(path: dir + "/nope.conf") }
         #expect(missing?.description == "\(dir)/nope.conf: does not exist")
         let folder = #expect(throws: ConfigFileError.self) { try Config.load(path: dir) }
