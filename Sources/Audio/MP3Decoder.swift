@@ -1,6 +1,8 @@
 import CMPG123
+import Glibc
+import Soundbox
 
-/// Decodes whole mp3 files with libmpg123 into the engine's PCM format.
+/// Decodes whole mp3 files (regular files only) with libmpg123 into the engine's PCM format.
 /// One instance owns one `mpg123_handle`; not thread-safe.
 public final class MP3Decoder {
     private let handle: OpaquePointer
@@ -26,7 +28,14 @@ public final class MP3Decoder {
         let channels = format.channels == 1 ? MPG123_MONO.rawValue : MPG123_STEREO.rawValue
         try check(mpg123_param2(handle, Int32(MPG123_FORCE_RATE.rawValue), format.sampleRate, 0), "mpg123_param(MPG123_FORCE_RATE)")
         try check(mpg123_format(handle, format.sampleRate, Int32(channels), Int32(MPG123_ENC_SIGNED_16.rawValue)), "mpg123_format")
-        try check(mpg123_open(handle, path), "mpg123_open(\(path))")
+        // Opened here, as a regular file only: mpg123_open would block for
+        // ever on a FIFO (a daemon hung at start, deaf to SIGTERM).
+        let fd: Int32
+        do { fd = try Files.openRegular(path) } catch {
+            throw AudioError(call: "open(\(path))", code: error.errno, message: error.phrase)
+        }
+        defer { close(fd) }   // mpg123_open_fd does not close it
+        try check(mpg123_open_fd(handle, fd), "mpg123_open_fd(\(path))")
         defer { mpg123_close(handle) }
 
         var out: [Int16] = []

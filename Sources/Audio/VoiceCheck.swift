@@ -44,7 +44,7 @@ public struct VoiceCheckReport: Sendable, Encodable {
         report.grammar = manifest.grammar
         report.clips = manifest.clips.count
         if ConfigKey.Kind.packName.parse(name) == nil {
-            report.warnings.append(.init(clip: nil, problem: "folder name '\(name)' is not a pack name soundboxd loads (1-32 letters, digits, '-' or '_')"))
+            report.warnings.append(.init(clip: nil, problem: "folder name '\(TextFile.excerpt(name))' is not a pack name soundboxd loads (1-32 letters, digits, '-' or '_')"))
         }
         // This folder alone, under its own name, whatever it is.
         let bank = VoiceBank(catalog: VoiceCatalog(directory: parent.isEmpty ? "/" : parent, packs: [name: manifest]),
@@ -70,7 +70,7 @@ public struct VoiceCheckReport: Sendable, Encodable {
             if fb == name {
                 report.errors.append(.init(clip: nil, problem: "fallback names the pack itself"))
             } else if (try? VoicePackManifest.load(directory: bank.directory + "/" + fb)) == nil {
-                report.errors.append(.init(clip: nil, problem: "fallback pack '\(fb)' not found or invalid next to this pack"))
+                report.errors.append(.init(clip: nil, problem: "fallback pack '\(TextFile.excerpt(fb))' not found or invalid next to this pack"))
             }
         }
         return report

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #define FN(name) static __typeof__(&name) p_##name
-FN(sf_open); FN(sf_readf_float); FN(sf_close); FN(sf_strerror);
+FN(sf_open_fd); FN(sf_readf_float); FN(sf_close); FN(sf_strerror);
 FN(soxr_oneshot); FN(soxr_io_spec); FN(soxr_quality_spec);
 FN(ebur128_init); FN(ebur128_destroy); FN(ebur128_add_frames_float); FN(ebur128_loudness_global); FN(ebur128_true_peak);
 FN(lame_init); FN(lame_close); FN(lame_set_in_samplerate); FN(lame_set_out_samplerate); FN(lame_set_num_channels);
@@ -38,7 +38,7 @@ const char *vt_load(void) {
         return "building voice packs needs libsndfile, libsoxr, libebur128 and libmp3lame: "
                "apt-get install libsndfile1 libsoxr0 libebur128-1 libmp3lame0";
 #define LOAD(lib, name) if (!(p_##name = (__typeof__(&name))dlsym(lib, #name))) return "a voice library lacks " #name;
-    LOAD(sf, sf_open) LOAD(sf, sf_readf_float) LOAD(sf, sf_close) LOAD(sf, sf_strerror)
+    LOAD(sf, sf_open_fd) LOAD(sf, sf_readf_float) LOAD(sf, sf_close) LOAD(sf, sf_strerror)
     LOAD(sr, soxr_oneshot) LOAD(sr, soxr_io_spec) LOAD(sr, soxr_quality_spec)
     LOAD(eb, ebur128_init) LOAD(eb, ebur128_destroy) LOAD(eb, ebur128_add_frames_float) LOAD(eb, ebur128_loudness_global)
     LOAD(eb, ebur128_true_peak)
@@ -51,9 +51,9 @@ const char *vt_load(void) {
     return NULL;
 }
 
-float *vt_read_mono(const char *path, int *rate, long *frames, char *err, size_t errlen) {
+float *vt_read_mono(int fd, int *rate, long *frames, char *err, size_t errlen) {
     SF_INFO info = {0};
-    SNDFILE *f = p_sf_open(path, SFM_READ, &info);
+    SNDFILE *f = p_sf_open_fd(fd, SFM_READ, &info, 0);   /* the caller closes fd */
     if (!f) { fail(err, errlen, "%s", p_sf_strerror(NULL)); return NULL; }
     if (info.channels < 1 || info.channels > 8 || info.frames <= 0 || info.frames > 48000L * 60 || info.samplerate < 8000 || info.samplerate > 192000) {
         fail(err, errlen, "%d channels, %ld frames at %d Hz: expected 1-8 channels, up to a minute, 8-192 kHz",

@@ -125,12 +125,12 @@ public final class ControlConnection {
         }
     }
 
-    /// The next line, without its "\n".
+    /// The next line, without its "\n" (or "\r\n").
     private func readLine() throws(ControlClientError) -> String {
         var chunk = [UInt8](repeating: 0, count: 4096)
         while true {
             if let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
-                let line = String(decoding: pending[..<newline], as: UTF8.self)
+                let line = TextFile.line(pending[..<newline])
                 pending.removeSubrange(...newline)
                 return line
             }

@@ -47,7 +47,7 @@ struct Commands: Sendable {
             guard let first = args.first else { throw ControlAck(.unknown, command: "", "empty request") }
             name = first
             guard let command = Self.table.first(where: { $0.name == first }) else {
-                throw ControlAck(.unknown, command: first, "unknown command '\(first)'")
+                throw ControlAck(.unknown, command: first, "unknown command '\(TextFile.excerpt(first))'")
             }
             let rest = Array(args.dropFirst())
             guard command.args.contains(rest.count) else {

@@ -75,7 +75,7 @@ final class Signing: Sendable {
     static func load(folder: String) -> Keys {
         var k = Keys(folder: folder)
         guard let dir = opendir(folder) else {
-            k.folderProblem = String(cString: strerror(errno))
+            k.folderProblem = FileError.phrase(errno: errno)
             return k
         }
         defer { closedir(dir) }
@@ -87,15 +87,11 @@ final class Signing: Sendable {
         var seen: [String: String] = [:]
         for name in names.sorted() {
             let path = folder + "/" + name
-            var st = stat()
-            guard stat(path, &st) == 0, st.st_mode & S_IFMT == S_IFREG else {
-                k.problems.append((path, "not a regular file")); continue
-            }
-            guard st.st_size <= Ed25519PublicKey.maxFileBytes else {
-                k.problems.append((path, "\(st.st_size) bytes, more than \(Ed25519PublicKey.maxFileBytes) for a key file")); continue
-            }
             guard k.files.count < maxKeys else { k.problems.append((path, "more than \(maxKeys) keys: not read")); continue }
-            guard let bytes = readFile(path) else { k.problems.append((path, String(cString: strerror(errno)))); continue }
+            let bytes: [UInt8]
+            do { bytes = try TextFile.read(path, limit: Ed25519PublicKey.maxFileBytes) } catch {
+                k.problems.append((path, error.phrase)); continue
+            }
             do {
                 let key = try Ed25519PublicKey(pem: bytes)
                 if let earlier = seen[key.id] { k.problems.append((path, "the same key as \(earlier)")); continue }
@@ -106,21 +102,6 @@ final class Signing: Sendable {
             }
         }
         return k
-    }
-
-    static func readFile(_ path: String) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var out: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while out.count <= Ed25519PublicKey.maxFileBytes {
-            let n = read(fd, &buffer, buffer.count)
-            if n < 0 { return nil }
-            if n == 0 { break }
-            out += buffer[0..<n]
-        }
-        return out
     }
 
     /// Checks a message of `kind` when signing is required: its envelope,

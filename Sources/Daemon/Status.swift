@@ -23,9 +23,11 @@ struct Device: Sendable {
 
     /// What the provisioning refused ("soundbox/soundbox.conf:3: …"), if anything.
     var provisioningFault: String? {
-        // One line for status and doctor; bounded, whatever is in the file.
+        // One line for status and doctor; bounded, whatever is in the file,
+        // and nothing invisible (it quotes the vendor's files).
         guard let data = Files.prefix(provisioningFaultPath, 2000) else { return nil }
-        let text = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).joined(separator: "; ")
+        let lines = TextFile.lines(String(decoding: data, as: UTF8.self)).filter { !$0.isEmpty }
+        let text = TextFile.excerpt(lines.joined(separator: "; "), limit: 2000)
         return text.isEmpty ? "refused (no reason given)" : text
     }
 

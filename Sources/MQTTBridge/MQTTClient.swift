@@ -1,6 +1,7 @@
 import CMosquitto
 import Glibc
 import SoundboxThreads
+import Soundbox
 import Synchronization
 
 /// A failed libmosquitto call: the call, its `MOSQ_ERR_*` code and, for
@@ -9,8 +10,10 @@ public struct MQTTError: Error, Sendable, CustomStringConvertible {
     public let call: String
     public let code: Int32
     public let errno: Int32
+    /// Why, when it is no errno's or mosquitto's text (a certificate that is a FIFO).
+    public var detail: String? = nil
     public var description: String {
-        let text = code == MOSQ_ERR_ERRNO.rawValue ? String(cString: strerror(errno)) : String(cString: mosquitto_strerror(code))
+        let text = detail ?? (code == MOSQ_ERR_ERRNO.rawValue ? String(cString: strerror(errno)) : String(cString: mosquitto_strerror(code)))
         return "\(call) failed: \(text) (\(code)\(code == MOSQ_ERR_ERRNO.rawValue ? ", errno \(errno)" : ""))"
     }
 }
@@ -184,6 +187,13 @@ public final class MQTTClient: @unchecked Sendable {
             try check(mosquitto_username_pw_set(h, user, options.password), "mosquitto_username_pw_set")
         }
         if let tls = options.tls {
+            // libmosquitto opens these itself (fopen): a FIFO would block it
+            // for ever, so each must be a regular file first.
+            for path in [tls.ca, tls.cert, tls.key].compactMap({ $0 }) {
+                do { try Files.checkRegular(path) } catch {
+                    throw MQTTError(call: "open(\(path))", code: MOSQ_ERR_ERRNO.rawValue, errno: error.errno, detail: error.phrase)
+                }
+            }
             try check(mosquitto_tls_set(h, tls.ca, nil, tls.cert, tls.key, nil), "mosquitto_tls_set")
             // Verify the broker's certificate and name, TLS 1.2 or newer;
             // there is deliberately no switch to turn this off.

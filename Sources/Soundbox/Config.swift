@@ -84,16 +84,16 @@ public struct Config: Sendable, Equatable {
     public static func parse(_ text: String, source: String) throws(ConfigFileError) -> Config {
         var config = Config()
         var firstLine: [String: Int] = [:]
-        for (i, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        for (i, raw) in TextFile.lines(text).enumerated() {
             let line = i + 1
-            var body = Substring(raw)
+            var body = raw
             if let hash = body.indices.first(where: { body[$0] == "#" && ($0 == body.startIndex || body[body.index(before: $0)].isWhitespace) }) {
                 body = body[..<hash]
             }
             let trimmed = body.trimmed
             if trimmed.isEmpty { continue }
             guard let eq = trimmed.firstIndex(of: "=") else {
-                throw ConfigFileError(source: source, line: line, error: .syntax("expected 'key = value', got '\(trimmed)'"))
+                throw ConfigFileError(source: source, line: line, error: .syntax("expected 'key = value', got '\(TextFile.excerpt(trimmed))'"))
             }
             let key = trimmed[..<eq].trimmed
             let value = trimmed[trimmed.index(after: eq)...].trimmed
@@ -108,14 +108,19 @@ public struct Config: Sendable, Equatable {
         return config
     }
 
-    /// Reads `path`. A missing file at the default path means all defaults;
-    /// a missing file the user named is an error.
+    /// A settings file is a page of `key = value` lines: a larger one is
+    /// refused (by its size, before it is read), not read into memory.
+    public static let maxFileBytes = 64 << 10
+
+    /// Reads `path` (a regular file: a FIFO or a device is refused at once).
+    /// A missing file at the default path means all defaults; a missing
+    /// file the user named is an error.
     public static func load(path: String?) throws(ConfigFileError) -> Config {
         let file = path ?? defaultPath
-        guard let data = Files.read(file) else {
-            if path == nil && !Files.exists(file) { return Config() }
-            let why = Files.isReadable(file) ? "" : ": permission denied"
-            throw ConfigFileError(source: file, line: nil, error: .syntax("cannot be read\(why)"))
+        let data: [UInt8]
+        do { data = try TextFile.read(file, limit: maxFileBytes) } catch {
+            if path == nil && error.isMissing { return Config() }
+            throw ConfigFileError(source: file, line: nil, error: .syntax(error.phrase))
         }
         guard let text = String(validating: data, as: UTF8.self) else {
             throw ConfigFileError(source: file, line: nil, error: .syntax("is not UTF-8 text"))
@@ -134,8 +139,8 @@ public struct Config: Sendable, Equatable {
     /// is valid on its own but not on this box (e.g. a voice pack that is
     /// not installed); nil if the file does not set it.
     public static func line(of key: ConfigKey, in path: String) -> Int? {
-        guard let data = Files.read(path) else { return nil }
-        for (i, raw) in String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        guard let data = Files.read(path, limit: maxFileBytes) else { return nil }
+        for (i, raw) in TextFile.lines(String(decoding: data, as: UTF8.self)).enumerated() {
             if let eq = raw.firstIndex(of: "="), raw[..<eq].trimmed == key.name { return i + 1 }
         }
         return nil
@@ -201,10 +206,30 @@ public struct ConfigKey: Sendable, Hashable {
         }
     }
 
+    /// Every kind bounds its value's length (and a text's characters), so
+    /// that no value is unbounded anywhere it goes: a file, `config set`,
+    /// remote config (the same `parse`).
     public enum Kind: Sendable, Hashable {
+        /// At most `maxText` bytes, no control character (a lone CR of an
+        /// old Mac file is a mistake, not part of a name).
         case text
-        /// Text that may be empty: empty means "not set".
+        /// Text that may be empty: empty means "not set". Anything but NUL
+        /// (values go to C as strings): a password may hold any character.
         case optionalText
+        /// A file or folder: at most PATH_MAX (4096) bytes, no control character.
+        case path
+        /// A path that may be empty: empty means "not set".
+        case optionalPath
+        /// A host name: at most 253 bytes (DNS), no space or control character.
+        case host
+        /// `device.id`: empty (= the hostname) or one MQTT topic level and
+        /// client id: at most 64 bytes, none of '/', '+', '#', NUL or a
+        /// control character (MQTT 3.1.1 §4.7: '/' separates levels, '+'
+        /// and '#' are wildcards, NUL is forbidden).
+        case topicLevel
+        /// `mqtt.prefix`: MQTT topic levels, at most 128 bytes, none of
+        /// '+', '#', NUL or a control character.
+        case topicPrefix
         case integer(ClosedRange<Int>)
         case bool
         case choice([String])
@@ -216,8 +241,13 @@ public struct ConfigKey: Sendable, Hashable {
         /// The value, or nil if `text` is not allowed.
         public func parse(_ text: String) -> ConfigValue? {
             switch self {
-            case .text: return text.isEmpty ? nil : .text(text)
-            case .optionalText: return .text(text)
+            case .text: return !text.isEmpty && Self.fits(text, Self.maxText, refusing: "") ? .text(text) : nil
+            case .optionalText: return Self.fits(text, Self.maxText) ? .text(text) : nil
+            case .path: return !text.isEmpty && Self.fits(text, Self.maxPath, refusing: "") ? .text(text) : nil
+            case .optionalPath: return Self.fits(text, Self.maxPath, refusing: "") ? .text(text) : nil
+            case .host: return !text.isEmpty && Self.fits(text, Self.maxHost, refusing: " ") ? .text(text) : nil
+            case .topicLevel: return Self.fits(text, Self.maxTopicLevel, refusing: "/+#") ? .text(text) : nil
+            case .topicPrefix: return !text.isEmpty && Self.fits(text, Self.maxTopicPrefix, refusing: "+#") ? .text(text) : nil
             case .integer(let range):
                 guard let n = Int(text), range.contains(n) else { return nil }
                 return .integer(n)
@@ -232,14 +262,32 @@ public struct ConfigKey: Sendable, Hashable {
         /// What is allowed, for "expected …" messages and docs/config.md.
         public var allowed: String {
             switch self {
-            case .text: "a non-empty value"
-            case .optionalText: "any text (empty = not set)"
+            case .text: "a non-empty value of at most \(Self.maxText) bytes, without control characters"
+            case .optionalText: "any text of at most \(Self.maxText) bytes (empty = not set)"
+            case .path: "a path of at most \(Self.maxPath) bytes (PATH_MAX), without control characters"
+            case .optionalPath: "a path of at most \(Self.maxPath) bytes (PATH_MAX) without control characters, or empty = not set"
+            case .host: "a host name of at most \(Self.maxHost) bytes (DNS), without spaces or control characters"
+            case .topicLevel: "an MQTT topic level: at most \(Self.maxTopicLevel) bytes, without '/', '+', '#' or control characters (empty = the hostname)"
+            case .topicPrefix: "MQTT topic levels: at most \(Self.maxTopicPrefix) bytes, without '+', '#' or control characters"
             case .integer(let range): "an integer \(range.lowerBound)-\(range.upperBound)"
             case .bool: "one of true, false"
             case .choice(let options): "one of " + options.joined(separator: ", ")
             case .amount: "an amount 0.01-\(Amount.wordsMax) with at most two decimals"
             case .packName: "a voice pack's name (1-32 letters, digits, '-' or '_')"
             }
+        }
+
+        /// Texts: a device name, a user name, a password (brokers accept far
+        /// less than MQTT's 65535). Paths: PATH_MAX. Hosts: DNS's 253.
+        public static let maxText = 1024, maxPath = 4096, maxHost = 253, maxTopicLevel = 64, maxTopicPrefix = 128
+
+        /// At most `max` bytes, no NUL; no control or invisible character
+        /// either (`LogLine.isHidden`) when `refusing` is given, nor any of
+        /// its characters.
+        static func fits(_ s: String, _ max: Int, refusing: String? = nil) -> Bool {
+            guard s.utf8.count <= max, !s.utf8.contains(0) else { return false }
+            guard let refusing else { return true }
+            return !s.unicodeScalars.contains { LogLine.isHidden($0) || refusing.unicodeScalars.contains($0) }
         }
 
         public static func isPackName(_ s: String) -> Bool {
@@ -315,11 +363,11 @@ public struct AmountKey: Sendable, Hashable {
 }
 
 extension TextKey {
-    public static let stateDir = TextKey("state.dir", "/var/lib/soundbox", .file, help: "folder of the database soundbox.db")
-    public static let controlSocket = TextKey("control.socket", "/run/soundbox/control.sock", .file, help: "Unix socket for soundboxctl")
+    public static let stateDir = TextKey("state.dir", "/var/lib/soundbox", .file, kind: .path, help: "folder of the database soundbox.db")
+    public static let controlSocket = TextKey("control.socket", "/run/soundbox/control.sock", .file, kind: .path, help: "Unix socket for soundboxctl")
     public static let controlGroup = TextKey("control.group", "soundbox", .file,
                                              help: "group owning the control socket (mode 0660); ignored if it does not exist")
-    public static let voiceDir = TextKey("voice.dir", "/usr/share/soundbox/voices", .file,
+    public static let voiceDir = TextKey("voice.dir", "/usr/share/soundbox/voices", .file, kind: .path,
                                          help: "folder holding one folder per voice pack; unset: beside the program (../share/soundbox/voices, or the source checkout's voices/) if there, else this default")
     public static let voiceLang = TextKey("voice.lang", "zh-CN", .remote, kind: .packName,
                                           help: "voice pack used when a payment names none; must be installed in voice.dir")
@@ -327,15 +375,15 @@ extension TextKey {
                                             help: "alsa: the sound card; wav: append to audio.wav_file; null: no sound")
     public static let audioDevice = TextKey("audio.device", "default", .file,
                                             help: "ALSA PCM name, e.g. default, hw:0,0, plughw:1, file:'/tmp/o.raw',raw")
-    public static let audioWavFile = TextKey("audio.wav_file", "soundbox.wav", .file,
+    public static let audioWavFile = TextKey("audio.wav_file", "soundbox.wav", .file, kind: .path,
                                              help: "with audio.output = wav, announcements are appended to this WAV file (relative: in state.dir); never written through a symbolic link, nor a FIFO, device or hard-linked file; an existing file must be a WAV of the same format")
-    public static let deviceID = TextKey("device.id", "", .file, kind: .optionalText, help: "MQTT client id and topic segment; empty = the hostname")
-    public static let mqttHost = TextKey("mqtt.host", "localhost", .file, help: "broker host name (checked against its TLS certificate)")
-    public static let mqttPrefix = TextKey("mqtt.prefix", "soundbox/v1", .file, help: "topic prefix: PREFIX/DEVICE/payment ...")
-    public static let mqttTLSCA = TextKey("mqtt.tls.ca", "", .file, kind: .optionalText,
+    public static let deviceID = TextKey("device.id", "", .file, kind: .topicLevel, help: "MQTT client id and topic segment; empty = the hostname")
+    public static let mqttHost = TextKey("mqtt.host", "localhost", .file, kind: .host, help: "broker host name (checked against its TLS certificate)")
+    public static let mqttPrefix = TextKey("mqtt.prefix", "soundbox/v1", .file, kind: .topicPrefix, help: "topic prefix: PREFIX/DEVICE/payment ...")
+    public static let mqttTLSCA = TextKey("mqtt.tls.ca", "", .file, kind: .optionalPath,
                                           help: "CA file; set = TLS 1.2+ with hostname verification (there is no insecure mode)")
-    public static let mqttTLSCert = TextKey("mqtt.tls.cert", "", .file, kind: .optionalText, help: "client certificate file (with mqtt.tls.key)")
-    public static let mqttTLSKey = TextKey("mqtt.tls.key", "", .file, kind: .optionalText, help: "client private key file")
+    public static let mqttTLSCert = TextKey("mqtt.tls.cert", "", .file, kind: .optionalPath, help: "client certificate file (with mqtt.tls.key)")
+    public static let mqttTLSKey = TextKey("mqtt.tls.key", "", .file, kind: .optionalPath, help: "client private key file")
     public static let mqttUsername = TextKey("mqtt.username", "", .file, kind: .optionalText, help: "broker user name, optional")
     public static let mqttPassword = TextKey("mqtt.password", "", .file, kind: .optionalText, secret: true,
                                              help: "broker password, optional; never shown or logged")
@@ -343,7 +391,7 @@ extension TextKey {
                                          help: "GPIO chip by name, path, label or number (Raspberry Pi 5 header: pinctrl-rp1)")
     public static let paymentSigning = TextKey("payment.signing", "off", .file, kind: .choice(Signature.Mode.allCases.map(\.rawValue)),
                                                help: "required: payments, cmd and config messages must carry a valid Ed25519 signature by a key in payment.keys (docs/signing.md)")
-    public static let paymentKeys = TextKey("payment.keys", "/etc/soundbox/keys", .file,
+    public static let paymentKeys = TextKey("payment.keys", "/etc/soundbox/keys", .file, kind: .path,
                                             help: "folder of the backend's Ed25519 public keys (*.pem, *.pub); re-read on SIGHUP")
     public static let logLevel = TextKey("log.level", "info", .local, kind: .choice(["info", "debug"]), help: "debug adds amounts and per-clip detail")
 }
@@ -418,8 +466,8 @@ public enum ConfigError: Error, Sendable, Equatable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .unknownKey(let k): "unknown key '\(k)'; known keys: \(ConfigKey.all.map(\.name).joined(separator: ", "))"
-        case .badValue(let k, let v, let allowed): "\(k) = '\(v)' is not allowed; expected \(allowed)"
+        case .unknownKey(let k): "unknown key '\(TextFile.excerpt(k))'; known keys: \(ConfigKey.all.map(\.name).joined(separator: ", "))"
+        case .badValue(let k, let v, let allowed): "\(k) = '\(TextFile.excerpt(v))' is not allowed; expected \(allowed)"
         case .syntax(let why): why
         }
     }

@@ -36,14 +36,23 @@ public enum LogLine {
             switch u {
             case "\"" where quotes: out += "\\\""
             case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where isHidden(u): out += "\\u{" + String(u.value, radix: 16, uppercase: true) + "}"
-            default: out.unicodeScalars.append(u)
+            default: appendVisible(u, to: &out)
             }
         }
         return out
+    }
+
+    /// `u` as a reader can see it: `\n`, `\r`, `\t`, `\u{XXXX}` for every
+    /// other hidden character (`isHidden`), else `u` itself. For any
+    /// message that quotes user text (`TextFile.excerpt`).
+    public static func appendVisible(_ u: Unicode.Scalar, to out: inout String) {
+        switch u {
+        case "\n": out += "\\n"
+        case "\r": out += "\\r"
+        case "\t": out += "\\t"
+        case _ where isHidden(u): out += "\\u{" + String(u.value, radix: 16, uppercase: true) + "}"
+        default: out.unicodeScalars.append(u)
+        }
     }
 
     /// Characters that must never reach a log raw: controls, and the

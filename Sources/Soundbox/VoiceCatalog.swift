@@ -20,7 +20,8 @@ public struct VoiceCatalog: Sendable {
         var packs: [String: VoicePackManifest] = [:], problems: [String: String] = [:]
         for name in Files.list(directory).sorted() where ConfigKey.Kind.isPackName(name) {
             let dir = directory + "/" + name
-            guard Files.exists(dir + "/manifest.json") else { continue }
+            // A manifest that is a broken or looping link is a problem to report, not no pack.
+            guard Files.exists(dir + "/manifest.json") || Files.linkTarget(dir + "/manifest.json") != nil else { continue }
             do { packs[name] = try VoicePackManifest.load(directory: dir) } catch { problems[name] = error.message }
         }
         return VoiceCatalog(directory: directory, packs: packs, problems: problems)

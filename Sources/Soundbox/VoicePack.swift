@@ -28,8 +28,9 @@ public struct VoicePackManifest: Sendable, Equatable {
     /// Reads and validates `<directory>/manifest.json`.
     public static func load(directory: String) throws(VoicePackError) -> VoicePackManifest {
         let path = directory + "/manifest.json"
-        guard let bytes = Files.read(path, limit: 1 << 20) else {
-            throw VoicePackError(path: path, message: Files.exists(path) ? "cannot be read" : "no manifest.json here: is this a voice pack folder?")
+        let bytes: [UInt8]
+        do { bytes = try TextFile.read(path, limit: 1 << 20) } catch {
+            throw VoicePackError(path: path, message: error.isMissing ? "no manifest.json here: is this a voice pack folder?" : error.phrase)
         }
         let m: VoicePackManifest
         do { m = try VoicePackManifest(json: try JSONValue.parse(bytes)) } catch let e as JSONError {
@@ -64,7 +65,7 @@ public struct VoicePackManifest: Sendable, Equatable {
         }
         var clips: [String: String] = [:]
         for (clip, file) in members {
-            guard case .string(let f) = file else { throw Self.problem("'clips.\(clip)' must be a string, not \(file.kindDescription)") }
+            guard case .string(let f) = file else { throw Self.problem("'clips.\(TextFile.excerpt(clip))' must be a string, not \(file.kindDescription)") }
             clips[clip] = f
         }
         self.clips = clips
@@ -103,16 +104,16 @@ public struct VoicePackManifest: Sendable, Equatable {
     var problem: String? {
         if formatVersion != 1 { return "format_version \(formatVersion) is not supported (only 1)" }
         if Grammars.named(grammar) == nil {
-            return "grammar '\(grammar)' is unknown; known: \(Grammars.all.map(\.name).joined(separator: ", "))"
+            return "grammar '\(TextFile.excerpt(grammar))' is unknown; known: \(Grammars.all.map(\.name).joined(separator: ", "))"
         }
-        if format.codec != "mp3" { return "format.codec '\(format.codec)' is not supported (only mp3)" }
+        if format.codec != "mp3" { return "format.codec '\(TextFile.excerpt(format.codec))' is not supported (only mp3)" }
         if !Self.sampleRates.contains(format.sampleRate) {
             return "format.sample_rate \(format.sampleRate) is not an mp3 rate (\(Self.sampleRates.map(String.init).joined(separator: ", ")))"
         }
         if format.channels != 1 && format.channels != 2 { return "format.channels must be 1 or 2" }
         if !(0...500).contains(gap) { return "gap_ms \(gap) is out of range 0...500" }
         if let bad = clips.first(where: { $0.value.isEmpty || $0.value.contains("/") || $0.value.hasPrefix(".") }) {
-            return "clip '\(bad.key)': file name '\(bad.value)' must be a plain file name inside the pack folder"
+            return "clip '\(TextFile.excerpt(bad.key))': file name '\(TextFile.excerpt(bad.value))' must be a plain file name inside the pack folder"
         }
         return nil
     }

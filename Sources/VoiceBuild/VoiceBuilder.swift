@@ -145,7 +145,11 @@ public enum VoiceBuilder {
         var err = [CChar](repeating: 0, count: 256)
         func why() -> String { String(decoding: err.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) }
         var rate: Int32 = 0, frames = 0
-        guard let raw = vt_read_mono(path, &rate, &frames, &err, err.count) else { throw Failure("\(path): \(why())") }
+        let fd: Int32
+        do { fd = try Files.openRegular(path) } catch { throw Failure(error.description) }
+        let read = vt_read_mono(fd, &rate, &frames, &err, err.count)
+        close(fd)
+        guard let raw = read else { throw Failure("\(path): \(why())") }
         defer { free(raw) }
         var outFrames = 0
         guard let resampled = vt_resample(raw, frames, rate, Int32(options.sampleRate), &outFrames, &err, err.count) else {

@@ -7,21 +7,10 @@ import SoundboxCrypto
 /// The core's JSON (soundboxctl has its own JSONValue for output).
 typealias Message = Soundbox.JSONValue
 
-/// The text of FILE, at most a key file's size.
+/// The text of FILE (a regular file), at most a key file's size.
 func readKeyFile(_ path: String) throws(Failure) -> [UInt8] {
-    let fd = open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else { throw failure("\(path): \(String(cString: strerror(errno)))", code: "key") }
-    defer { close(fd) }
-    var out: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 4096)
-    while true {
-        let n = read(fd, &buffer, buffer.count)
-        if n < 0 { throw failure("\(path): \(String(cString: strerror(errno)))", code: "key") }
-        if n == 0 { return out }
-        out += buffer[0..<n]
-        if out.count > Ed25519PublicKey.maxFileBytes {
-            throw failure("\(path): more than \(Ed25519PublicKey.maxFileBytes) bytes; not a key file", code: "key")
-        }
+    do { return try TextFile.read(path, limit: Ed25519PublicKey.maxFileBytes) } catch {
+        throw failure(error.description, code: "key")
     }
 }
 
@@ -57,7 +46,8 @@ func signCommand(_ args: Arguments, _ out: Output) throws(Failure) {
         }
         throw failure("\(keyPath): \(error)", code: "key")
     }
-    let text = args.positional[0] == "-" ? readStandardInput() : Array(args.positional[0].utf8)
+    // A payload file saved by Notepad (`sign ... - < payload.json`): its byte order mark is no JSON.
+    let text = args.positional[0] == "-" ? TextFile.droppingBOM(readStandardInput()) : Array(args.positional[0].utf8)
     let document = try parseMessage(text)
     var kind: Signature.Kind?
     if let k = args.options["--kind"] {

@@ -181,7 +181,7 @@ struct Ctl {
         #expect(r.status == 0)
         let docs = try String(contentsOfFile: Ctl.voices.replacingOccurrences(of: "/voices", with: "/docs/config.md"), encoding: .utf8)
         #expect(docs.contains(r.stdout), "docs/config.md is stale: replace its table with `soundboxctl config keys`")
-        #expect(r.stdout.contains("| `audio.wav_file` | `soundbox.wav` | a non-empty value | file only (restart) |"))
+        #expect(r.stdout.contains("| `audio.wav_file` | `soundbox.wav` | a path of at most 4096 bytes (PATH_MAX), without control characters | file only (restart) |"))
         let json = try Ctl("--json", "config", "keys")
         let keys = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: String]])
         #expect(keys.first { $0["key"] == "audio.volume" }?["scope"] == "remote")
@@ -337,8 +337,8 @@ func members(_ text: String) throws -> [String: Any] {
     /// file named with the reason; code "key" with --json.
     @Test(arguments: [
         ("text", "not PEM"), ("empty", "not PEM"), ("garbage-pem", "not a PEM key OpenSSL can read"),
-        ("missing", "No such file or directory"), ("rsa", "not an Ed25519 key"), ("rsapub", "not an Ed25519 key"),
-        ("big", "more than 16384 bytes; not a key file"), ("big-pem", "more than 16384 bytes"), ("dir", "Is a directory"),
+        ("missing", "does not exist"), ("rsa", "not an Ed25519 key"), ("rsapub", "not an Ed25519 key"),
+        ("big", "is 20000 bytes, more than the 16384 allowed"), ("big-pem", "more than the 16384 allowed"), ("dir", "is a folder, not a file"),
     ])
     func refusedFiles(_ name: String, _ reason: String) throws {
         let keys = try SigningKeys(rsa: name.hasPrefix("rsa"))
@@ -580,7 +580,7 @@ func members(_ text: String) throws -> [String: Any] {
         (["PRIV", "--kind", "payment", #"{"cmd":"test"}"#], 1, "not a payment"),
         (["PUB", #"{"cmd":"test"}"#], 1, "pub.pem: "),
         (["RSA", #"{"cmd":"test"}"#], 1, "not an Ed25519 key"),
-        (["MISSING", #"{"cmd":"test"}"#], 1, "No such file or directory"),
+        (["MISSING", #"{"cmd":"test"}"#], 1, "does not exist"),
         ([#"{"cmd":"test"}"#], 2, "--key"),
         (["PRIV"], 2, "usage: sign"),
         (["PRIV", "{}", "{}"], 2, "usage: sign"),

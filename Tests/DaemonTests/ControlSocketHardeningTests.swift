@@ -418,7 +418,7 @@ private func raiseOwnDescriptorLimit() {
 }
 
 /// A bare client socket: no protocol, for holding, trickling and not reading.
-private final class HardeningClient {
+final class HardeningClient {
     let fd: Int32
     private var buffer: [UInt8] = []
 

@@ -31,8 +31,8 @@ import Soundbox
         ("audio.volume = loud", "soundbox.conf:2: audio.volume = 'loud' is not allowed; expected an integer 0-10"),
         ("audio.volume = -1", "soundbox.conf:2: audio.volume = '-1' is not allowed; expected an integer 0-10"),
         ("audio.output = speaker", "soundbox.conf:2: audio.output = 'speaker' is not allowed; expected one of alsa, wav, null"),
-        ("audio.device =", "soundbox.conf:2: audio.device = '' is not allowed; expected a non-empty value"),
-        ("voice.dir = ", "soundbox.conf:2: voice.dir = '' is not allowed; expected a non-empty value"),
+        ("audio.device =", "soundbox.conf:2: audio.device = '' is not allowed; expected a non-empty value of at most 1024 bytes, without control characters"),
+        ("voice.dir = ", "soundbox.conf:2: voice.dir = '' is not allowed; expected a path of at most 4096 bytes (PATH_MAX), without control characters"),
         ("volume 3", "soundbox.conf:2: expected 'key = value', got 'volume 3'"),
         ("voice.lang = en-IN", "soundbox.conf:2: voice.lang is already set on line 1"),
     ])
@@ -51,13 +51,19 @@ import Soundbox
     }
 
     /// Every key's bad values give the documented message.
-    @Test(arguments: ConfigKey.all.filter { $0.kind != .optionalText }.map(\.name))
+    @Test(arguments: ConfigKey.all.map(\.name))
     func everyKeyRejectsABadValue(_ name: String) throws {
         let key = try #require(ConfigKey.named(name))
         let bad: String, allowed: String
+        let long = { (n: Int) in String(repeating: "x", count: n + 1) }
         switch key.kind {
-        case .text: (bad, allowed) = ("", "a non-empty value")
-        case .optionalText: return   // anything goes; filtered out above
+        case .text: (bad, allowed) = ("", "a non-empty value of at most 1024 bytes, without control characters")
+        case .optionalText: (bad, allowed) = (long(1024), "any text of at most 1024 bytes (empty = not set)")
+        case .path: (bad, allowed) = ("", "a path of at most 4096 bytes (PATH_MAX), without control characters")
+        case .optionalPath: (bad, allowed) = ("/" + long(4096), "a path of at most 4096 bytes (PATH_MAX) without control characters, or empty = not set")
+        case .host: (bad, allowed) = ("broker .example", "a host name of at most 253 bytes (DNS), without spaces or control characters")
+        case .topicLevel: (bad, allowed) = ("shop/1", "an MQTT topic level: at most 64 bytes, without '/', '+', '#' or control characters (empty = the hostname)")
+        case .topicPrefix: (bad, allowed) = ("soundbox/+", "MQTT topic levels: at most 128 bytes, without '+', '#' or control characters")
         case .integer(let r): (bad, allowed) = ("\(r.upperBound + 1)", "an integer \(r.lowerBound)-\(r.upperBound)")
         case .choice(let options): (bad, allowed) = ("maybe", "one of " + options.joined(separator: ", "))
         case .bool: (bad, allowed) = ("yes", "one of true, false")
@@ -65,7 +71,7 @@ import Soundbox
         case .amount: (bad, allowed) = ("1e3", "an amount 0.01-999999999999.99 with at most two decimals")
         }
         let error = #expect(throws: ConfigFileError.self) { try Config.parse("\(name) = \(bad)\n", source: "f.conf") }
-        #expect(error?.description.hasPrefix("f.conf:1: \(name) = '\(bad)' is not allowed; expected \(allowed)") == true,
+        #expect(error?.description.hasPrefix("f.conf:1: \(name) = '\(TextFile.excerpt(bad))' is not allowed; expected \(allowed)") == true,
                 "\(error?.description ?? "")")
     }
 

@@ -61,7 +61,7 @@ import Testing
             try VoicePackManifest.load(directory: dir)
         }
         for (bytes, message) in [([UInt8](repeating: 0xFF, count: 10), "not valid JSON"), (Array("{".utf8), "not valid JSON"),
-                                 ([UInt8](repeating: 0x20, count: 2 << 20), "cannot be read")] {
+                                 ([UInt8](repeating: 0x20, count: 2 << 20), "is 2097152 bytes, more than the 1048576 allowed")] {
             let fd = open(dir + "/manifest.json", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
             _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
             close(fd)

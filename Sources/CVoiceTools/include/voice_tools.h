@@ -13,9 +13,11 @@
 /// missing (a static string naming the Debian packages to install).
 const char *vt_load(void);
 
-/// Reads a recording (WAV, FLAC, ... whatever libsndfile reads) as mono
-/// float samples (channels averaged) at its own rate.
-float *vt_read_mono(const char *path, int *rate, long *frames, char *err, size_t errlen);
+/// Reads a recording (WAV, FLAC, ... whatever libsndfile reads) from the
+/// open descriptor `fd` (a regular file the caller opened, checked and
+/// closes: libsndfile's own open would block on a FIFO) as mono float
+/// samples (channels averaged) at its own rate.
+float *vt_read_mono(int fd, int *rate, long *frames, char *err, size_t errlen);
 
 /// Resamples mono float samples from `in_rate` to `out_rate` (soxr, high quality).
 float *vt_resample(const float *in, long frames, int in_rate, int out_rate, long *out_frames, char *err, size_t errlen);
