@@ -47,7 +47,8 @@ struct Commands: Sendable {
             guard let first = args.first else { throw ControlAck(.unknown, command: "", "empty request") }
             name = first
             guard let command = Self.table.first(where: { $0.name == first }) else {
-                throw ControlAck(.unknown, command: first, "unknown command '\(TextFile.excerpt(first))'")
+                // As received: the ACK escapes its command and message (one escaper, once).
+                throw ControlAck(.unknown, command: first, "unknown command '\(first)'")
             }
             let rest = Array(args.dropFirst())
             guard command.args.contains(rest.count) else {
