@@ -175,17 +175,25 @@ public final class ALSAOutput: AudioOutput {
 /// explicit offsets (pwrite) right after what the header counts, so a tail
 /// left by a crash between samples and header is written over; the header
 /// is rewritten after each announcement. At 4 GiB (the header's 32-bit
-/// sizes) the file stops growing: `play` fails with EFBIG.
+/// sizes) the file stops growing: `play` fails with EFBIG. It also stops
+/// (ENOSPC) before it would leave less than `keepFree` bytes free on its
+/// disk: by default it is in `state.dir`, beside the queue, which must
+/// never be crowded out by a recording.
 public final class WAVFileOutput: AudioOutput {
     public enum Mode: Sendable { case append, replace }
     public let path: String
     private let file: PosixFile
     private var format: PCMFormat?
     private var dataBytes = 0
+    /// The free space on the file's disk it never writes into.
+    public let keepFree: Int
+    /// 64 MiB: the queue's database and its WAL need about 20 MB.
+    public static let defaultKeepFree = 64 << 20
 
     /// Opens (or creates) the file; `.replace` empties it (soundboxctl render -o).
-    public init(path: String, mode: Mode = .append) throws(AudioError) {
+    public init(path: String, mode: Mode = .append, keepFree: Int = WAVFileOutput.defaultKeepFree) throws(AudioError) {
         self.path = path
+        self.keepFree = keepFree
         do throws(AudioError) {
             file = try PosixFile(path: path, flags: O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK)
         } catch {
@@ -229,6 +237,13 @@ public final class WAVFileOutput: AudioOutput {
         let bytes = samples.count * 2
         guard dataBytes + bytes <= WAV.maxDataBytes else {
             throw refusal(EFBIG, in: "play", "is full: a WAV file holds at most 4 GiB (\(dataBytes) bytes of samples, \(bytes) more asked for); move it away to record more")
+        }
+        var fs = statvfs()
+        if fstatvfs(file.fd, &fs) == 0 {
+            let free = Int(fs.f_bavail) * Int(fs.f_frsize)
+            guard free - bytes >= keepFree else {
+                throw refusal(ENOSPC, in: "play", "is not written: its disk has \(free >> 20) MiB free and the output keeps \(keepFree >> 20) MiB for the queue; move it away or free space to record more")
+            }
         }
         if self.format == nil {
             try file.write(WAV.header(format: format, dataBytes: 0), at: 0)

@@ -188,6 +188,25 @@ private func amount(_ s: String) -> Amount { try! Amount.parse(s, max: .wordsMax
         #expect(stat(path, &st) == 0 && Int(st.st_size) == 44 + limit)
     }
 
+    /// The file (by default beside the queue's database) never takes the
+    /// disk's last `keepFree` bytes: the announcement that would is refused.
+    @Test func wavOutputLeavesRoomOnItsDisk() throws {
+        let tmp = TempDir()
+        let path = tmp.path + "/room.wav"
+        var fs = statvfs()
+        #expect(statvfs(tmp.path, &fs) == 0)
+        let free = Int(fs.f_bavail) * Int(fs.f_frsize)
+        // 20 MiB of room above what it keeps; one announcement of 40 MiB does not fit.
+        let out = try WAVFileOutput(path: path, keepFree: max(0, free - (20 << 20)))
+        let error = #expect(throws: AudioError.self) {
+            _ = try out.play([Int16](repeating: 1, count: 20 << 20), format: .standard, shouldStop: { false })
+        }
+        #expect(error?.code == ENOSPC && error?.message.contains("MiB for the queue") == true, "\(String(describing: error))")
+        var st = stat()
+        #expect(stat(path, &st) == 0 && st.st_size == 0, "nothing written")
+        #expect(WAVFileOutput.defaultKeepFree == 64 << 20)
+    }
+
     @Test func nullOutputCountsFramesAndStops() throws {
         let out = NullOutput(realtime: false)
         #expect(try out.play(Array(repeating: 0, count: 22050), format: .standard, shouldStop: { false }) == .completed)
