@@ -60,7 +60,7 @@ let package = Package(
         .testTarget(name: "CLITests", dependencies: ["Soundbox", "SoundboxCrypto", "soundboxctl", "TestSupport", "VoiceBuild"]),
         .testTarget(name: "StoreTests", dependencies: ["Soundbox", "SoundboxStore"]),
         .testTarget(name: "SigningTests", dependencies: ["Soundbox", "SoundboxCrypto", "TestSupport"]),
-        .testTarget(name: "DaemonTests", dependencies: ["Soundbox", "SoundboxStore", "SoundboxControl", "MQTTBridge", "TestSupport", "SoundboxCrypto", "soundboxd", "soundboxctl"]),
+        .testTarget(name: "DaemonTests", dependencies: ["Soundbox", "SoundboxStore", "SoundboxDaemon", "SoundboxControl", "MQTTBridge", "TestSupport", "SoundboxCrypto", "soundboxd", "soundboxctl"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -84,10 +84,10 @@ struct Commands: Sendable {
 
     static func queue(_ c: Context) throws(ControlAck) -> ControlReply {
         var r = ControlReply()
-        for (item, state) in c.storage.pending() {
+        for item in c.storage.pending() {
             r.add("id", item.payment.id)
-            if case .stored(let seq) = item.ref { r.add("seq", seq) } else { r.add("seq", 0) }
-            r.add("state", state.rawValue)
+            r.add("seq", item.seq)
+            r.add("state", item.state.rawValue)
             r.add("amount", item.payment.amount.description)
             r.add("channel", item.payment.channel.rawValue)
             if let lang = item.payment.lang { r.add("lang", lang) }

@@ -58,7 +58,7 @@ enum Doctor {
 
         let dir = config[.stateDir]
         let db = d.storage.path
-        if let fault = d.storage.fault {
+        if let fault = d.storage.checkFile() {
             let held = "payments are held in memory and still announced"
             switch fault.kind {
             case .full:

@@ -75,9 +75,8 @@ final class Ingest: Sendable {
     func reject(_ id: String?, _ reason: String, kind: Signature.Kind = .payment) -> IngestResult {
         defer { outbox.notify() }
         log.warning("rejected", ["id": id ?? "-", "reason": reason, "kind": kind.rawValue])
-        let receipt = Receipt(id: id.flatMap { Payment.problem(withID: $0) == nil ? $0 : nil }, status: .rejected,
-                              ts: SystemClock.nowMs() / 1000, reason: reason, kind: kind == .payment ? nil : kind.rawValue)
-        storage.recordReceipt(receipt, now: SystemClock.nowMs())
+        let now = SystemClock.nowMs()
+        storage.recordReceipt(.rejected(id: id, reason: reason, kind: kind == .payment ? nil : kind.rawValue, at: now), now: now)
         return .rejected(reason: reason)
     }
 }

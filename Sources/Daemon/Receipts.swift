@@ -34,7 +34,7 @@ final class ReceiptSender: Sendable {
         while true {
             let snapshot = window.withLock { $0 }
             guard snapshot.room > 0 else { return }
-            let waiting = storage.receipts(limit: snapshot.room) { !snapshot.needsSending($0) }
+            let waiting = storage.receipts(limit: snapshot.room, excluding: snapshot.busy)
             guard !waiting.isEmpty else { return }
             for (ref, json) in waiting {
                 let sent = window.withLock { w -> Bool in

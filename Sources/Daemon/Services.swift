@@ -1,3 +1,4 @@
+import Soundbox
 import SoundboxThreads
 
 /// A part of the daemon that runs on its own thread until asked to stop

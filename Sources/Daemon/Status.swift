@@ -68,6 +68,7 @@ struct StatusReport {
     var mqtt: String
 
     static func make(_ d: Device) -> StatusReport {
+        _ = d.storage.checkFile()   // a database file deleted meanwhile is restored now
         let config = d.settings.current
         let s = d.scheduler.status.withLock { $0 }
         let link = d.link.withLock { $0 }

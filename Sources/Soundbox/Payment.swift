@@ -72,3 +72,50 @@ public struct Receipt: Sendable, Equatable {
         return o.text
     }
 }
+
+/// A payment's change of state that the backend hears of: the one place a
+/// payment's receipt is made from what happened to it (DESIGN §2
+/// "Receipt"), whether the change is written to the database or held in
+/// memory. (Speaking starts without a receipt: the backend hears how it ended.)
+public enum PaymentTransition: Sendable, Equatable {
+    /// Accepted into the queue: `queued`.
+    case accepted
+    /// Its id was accepted before: nothing changes, `duplicate`.
+    case duplicate
+    /// A final state (played, muted, expired, failed; never a pending one),
+    /// with why if said; `summary` when spoken within an offline summary.
+    case finished(PaymentState, reason: String?, summary: Bool = false)
+
+    /// The receipt for payment `id`, decided at `ms` (Unix ms; receipts carry
+    /// seconds); `durable` false when the change is held in memory only.
+    public func receipt(id: String, at ms: Int64, durable: Bool = true) -> Receipt {
+        let status: Receipt.Status
+        var reason: String? = nil, summary = false
+        switch self {
+        case .accepted: status = .queued
+        case .duplicate: status = .duplicate
+        case .finished(let state, let why, let inSummary):
+            switch state {
+            case .queued, .playing: preconditionFailure("a payment cannot finish in the pending state \(state)")
+            case .played: status = .played
+            case .muted: status = .muted
+            case .expired: status = .expired
+            case .failed: status = .failed
+            }
+            reason = why
+            summary = inSummary
+        }
+        return Receipt(id: id, status: status, ts: ms / 1000, reason: reason, durable: durable ? nil : false,
+                       summary: summary ? true : nil)
+    }
+}
+
+extension Receipt {
+    /// A message that could not be taken (a payment, or a signed `cmd` or
+    /// `config`: `kind`): `rejected` with the reason. `id` only if it is a
+    /// valid payment id (a hostile one is not echoed).
+    public static func rejected(id: String?, reason: String, kind: String? = nil, at ms: Int64) -> Receipt {
+        Receipt(id: id.flatMap { Payment.problem(withID: $0) == nil ? $0 : nil }, status: .rejected, ts: ms / 1000,
+                reason: reason, kind: kind)
+    }
+}

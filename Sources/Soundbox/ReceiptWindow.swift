@@ -55,6 +55,10 @@ public struct ReceiptWindow: Sendable {
         isConnected && !inFlightRefs.contains(ref) && !acknowledgedSet.contains(ref)
     }
 
+    /// The receipts not to publish now: in flight on this connection or
+    /// acknowledged (everything else waiting is `needsSending` while connected).
+    public var busy: Set<ReceiptRef> { inFlightRefs.union(acknowledgedSet) }
+
     /// `ref` was handed to the client as message `mid`. A mid still held by
     /// an older message (16-bit ids wrap) replaces it: that one is sent again.
     public mutating func published(_ ref: ReceiptRef, mid: Int32) {

@@ -15,8 +15,8 @@ import Testing
         let store = try Store(path: tmp.path)
         #expect(try store.accept(pay("S1"), now: t0) == .queued(seq: 1))
         let held = [
-            Store.Adopted(payment: pay("M1", 250), state: .played, acceptedAt: t0 + 10, updatedAt: t0 + 20, plays: 1, reason: nil),
-            Store.Adopted(payment: pay("M2"), state: .queued, acceptedAt: t0 + 30, updatedAt: t0 + 30, plays: 0, reason: nil),
+            Entry(ref: .memory(1), payment: pay("M1", 250), state: .played, acceptedAt: t0 + 10, updatedAt: t0 + 20, plays: 1, reason: nil),
+            Entry(ref: .memory(2), payment: pay("M2"), state: .queued, acceptedAt: t0 + 30, updatedAt: t0 + 30, plays: 0, reason: nil),
         ]
         let receipts = [Receipt(id: "M1", status: .queued, ts: 1, durable: false), Receipt(id: "M1", status: .played, ts: 2, durable: false)]
         #expect(try store.adopt(held, receipts: receipts, now: t0 + 40) == [2, 3])
