@@ -20,13 +20,15 @@ let package = Package(
 
         // The core: amounts, grammars, voice-pack manifests. No C imports.
         .target(name: "Soundbox"),
-        // POSIX threads and condition variables, for the daemon and the MQTT client.
-        .target(name: "SoundboxThreads", dependencies: ["CLinux"], path: "Sources/Threads"),
+        // The thin system layer: threads and condition variables, errno,
+        // descriptors, Unix socket addresses, paths; for the daemon, the MQTT
+        // client, soundboxctl, the benchmarks and the tests.
+        .target(name: "SoundboxSystem", dependencies: ["CLinux"], path: "Sources/System"),
         // Ed25519 and SHA-256 through OpenSSL (signed payments, docs/signing.md).
         .target(name: "SoundboxCrypto", dependencies: ["CCrypto"], path: "Sources/Crypto"),
         // Edge adapters.
         .target(name: "SoundboxAudio", dependencies: ["Soundbox", "CALSA", "CMPG123"], path: "Sources/Audio"),
-        .target(name: "MQTTBridge", dependencies: ["Soundbox", "SoundboxThreads", "CMosquitto"]),
+        .target(name: "MQTTBridge", dependencies: ["Soundbox", "SoundboxSystem", "CMosquitto"]),
         // libgpiod v1 (Debian 12) or v2 (Debian 13) behind one C API: both
         // headers are <gpiod.h>, so only the preprocessor can choose.
         .target(name: "CGPIOBridge", dependencies: ["CGPIOD"],
@@ -40,27 +42,28 @@ let package = Package(
                 linkerSettings: [.linkedLibrary("dl")]),
         // soundboxctl voice build / voice check's loudness (voices/README.md).
         .target(name: "VoiceBuild", dependencies: ["Soundbox", "SoundboxAudio", "CVoiceTools"], path: "Sources/VoiceBuild"),
-        .target(name: "SoundboxStore", dependencies: ["Soundbox", "CSQLite", "SoundboxThreads"], path: "Sources/Store"),
+        .target(name: "SoundboxStore", dependencies: ["Soundbox", "CSQLite", "SoundboxSystem"], path: "Sources/Store"),
         // The control socket's client: soundboxctl, tests, benchmarks.
-        .target(name: "SoundboxControl", dependencies: ["Soundbox"], path: "Sources/Control"),
+        .target(name: "SoundboxControl", dependencies: ["Soundbox", "SoundboxSystem"], path: "Sources/Control"),
         // The daemon's services: ingest, scheduler, control socket, lifecycle.
-        .target(name: "SoundboxDaemon", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxStore", "MQTTBridge", "GPIO", "SoundboxThreads", "CLinux", "SoundboxCrypto"], path: "Sources/Daemon"),
+        .target(name: "SoundboxDaemon", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxStore", "MQTTBridge", "GPIO", "SoundboxSystem", "CLinux", "SoundboxCrypto"], path: "Sources/Daemon"),
 
         // The two executables: thin wiring.
         .executableTarget(name: "soundboxd", dependencies: ["SoundboxDaemon", "MQTTBridge", "GPIO"]),
         .executableTarget(name: "soundboxctl", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxControl", "SoundboxCrypto", "VoiceBuild"]),
 
         // Benchmarks (bench/README.md); not part of the test suite.
-        .executableTarget(name: "soundbox-bench", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxControl", "MQTTBridge", "SoundboxCrypto"], path: "bench/Sources"),
+        .executableTarget(name: "soundbox-bench", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxControl", "SoundboxSystem", "MQTTBridge", "SoundboxCrypto"], path: "bench/Sources"),
 
         // Helpers shared by the test targets.
         .target(name: "TestSupport", path: "Tests/Support"),
         .testTarget(name: "SoundboxTests", dependencies: ["Soundbox", "TestSupport"]),
         .testTarget(name: "AudioTests", dependencies: ["Soundbox", "SoundboxAudio", "TestSupport"]),
-        .testTarget(name: "CLITests", dependencies: ["Soundbox", "SoundboxCrypto", "soundboxctl", "TestSupport", "VoiceBuild"]),
+        .testTarget(name: "CLITests", dependencies: ["Soundbox", "SoundboxSystem", "SoundboxCrypto", "soundboxctl", "TestSupport", "VoiceBuild"]),
+        .testTarget(name: "SystemTests", dependencies: ["SoundboxSystem"]),
         .testTarget(name: "StoreTests", dependencies: ["Soundbox", "SoundboxStore"]),
         .testTarget(name: "SigningTests", dependencies: ["Soundbox", "SoundboxCrypto", "TestSupport"]),
-        .testTarget(name: "DaemonTests", dependencies: ["Soundbox", "SoundboxStore", "SoundboxDaemon", "SoundboxControl", "MQTTBridge", "TestSupport", "SoundboxCrypto", "soundboxd", "soundboxctl"]),
+        .testTarget(name: "DaemonTests", dependencies: ["Soundbox", "SoundboxSystem", "SoundboxStore", "SoundboxDaemon", "SoundboxControl", "MQTTBridge", "TestSupport", "SoundboxCrypto", "soundboxd", "soundboxctl"]),
     ],
     swiftLanguageModes: [.v6]
 )

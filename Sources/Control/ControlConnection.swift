@@ -2,6 +2,7 @@
 // shared by soundboxctl, the tests and the benchmarks.
 import Glibc
 import Soundbox
+import SoundboxSystem
 
 /// Why a request did not get a reply: the message names the socket;
 /// `code` is stable (`not_running`, `permission`, `timeout`, `protocol`,
@@ -44,37 +45,26 @@ public final class ControlConnection {
     /// Connects to `path` and reads the greeting. `timeout` bounds the
     /// connect (a daemon whose backlog is full) and every wait for a reply.
     public static func open(_ path: String, timeout seconds: Int) throws(ControlClientError) -> ControlConnection {
-        var address = sockaddr_un()
-        let name = Array(path.utf8)
-        let room = MemoryLayout.size(ofValue: address.sun_path) - 1
-        guard !name.isEmpty, name.count <= room, !name.contains(0) else {
+        let room = UnixSocketAddress.maxPathBytes
+        guard let address = try? UnixSocketAddress(path) else {
             throw failure("socket path '\(path)' must be 1-\(room) bytes", code: "connect")
         }
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: name) }
-
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw failure("socket(): \(errorText())", code: "connect") }
-        let connection = ControlConnection(path: path, fd: fd)
+        let fd: FileDescriptor
+        do { fd = try .unixSocket(.stream) } catch { throw failure("socket(): \(error)", code: "connect") }
+        let connection = ControlConnection(path: path, fd: fd.rawValue)
         try connection.setTimeout(seconds)
 
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        if connected != 0 {
-            let e = errno
-            switch e {
-            case ENOENT, ECONNREFUSED:
-                throw failure("cannot connect to \(path): \(errorText(e)); is soundboxd running?", code: "not_running")
-            case EACCES, EPERM:
-                throw failure("cannot connect to \(path): \(errorText(e)); run as root or as a member of the socket's group (control.group)",
+        do throws(Errno) { try fd.connect(to: address) } catch {
+            switch error {
+            case .notFound, .connectionRefused:
+                throw failure("cannot connect to \(path): \(error); is soundboxd running?", code: "not_running")
+            case .permissionDenied, .notPermitted:
+                throw failure("cannot connect to \(path): \(error); run as root or as a member of the socket's group (control.group)",
                               code: "permission")
-            case EAGAIN:
+            case .wouldBlock:
                 throw failure("soundboxd at \(path) did not accept the connection within \(seconds) s", code: "timeout")
             default:
-                throw failure("cannot connect to \(path): \(errorText(e))", code: "connect")
+                throw failure("cannot connect to \(path): \(error)", code: "connect")
             }
         }
 
@@ -104,12 +94,9 @@ public final class ControlConnection {
 
     private func setTimeout(_ seconds: Int) throws(ControlClientError) {
         timeout = seconds
-        var tv = timeval(tv_sec: seconds, tv_usec: 0)
         // SO_SNDTIMEO also bounds connect() on a Unix socket.
-        for option in [SO_RCVTIMEO, SO_SNDTIMEO] {
-            guard setsockopt(fd, SOL_SOCKET, option, &tv, socklen_t(MemoryLayout<timeval>.size)) == 0 else {
-                throw failure("setsockopt(): \(errorText())", code: "connect")
-            }
+        do { try FileDescriptor(rawValue: fd).setTimeouts(seconds: seconds) } catch {
+            throw failure("setsockopt(): \(error)", code: "connect")
         }
     }
 

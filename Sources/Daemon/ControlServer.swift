@@ -1,7 +1,7 @@
 import Glibc
 import Synchronization
 import Soundbox
-import SoundboxThreads
+import SoundboxSystem
 
 struct DaemonError: Error, CustomStringConvertible {
     let description: String
@@ -67,19 +67,17 @@ final class ControlServer: @unchecked Sendable {
         }
 
         try Self.clearPath(path)
-        let sock = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard sock >= 0 else { throw .errno("socket") }
-        guard var addr = UnixSocket.address(path) else { close(sock); throw DaemonError("socket path too long: \(path)") }
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(sock, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard rc == 0 else { let e = DaemonError.errno("bind(\(path))"); close(sock); throw e }
+        let address: UnixSocketAddress
+        do { address = try UnixSocketAddress(path) } catch { throw DaemonError("socket path too long: \(path)") }
+        let sock: FileDescriptor
+        do { sock = try .unixSocket(.stream) } catch { throw DaemonError("socket failed: \(error)") }
+        do { try sock.bind(to: address) } catch { sock.close(); throw DaemonError("bind(\(path)) failed: \(error)") }
         var st = stat()
         lstat(path, &st)
         chmod(path, 0o660)
         if let groupID { chown(path, uid_t.max, groupID) }   // uid_t.max = (uid_t)-1: keep the owner
-        guard listen(sock, 64) == 0 else { let e = DaemonError.errno("listen"); close(sock); unlink(path); throw e }
-        fd = sock
+        guard listen(sock.rawValue, 64) == 0 else { let e = DaemonError.errno("listen"); sock.close(); unlink(path); throw e }
+        fd = sock.rawValue
         socketID = (UInt(st.st_dev), UInt(st.st_ino))
     }
 
@@ -125,8 +123,7 @@ final class ControlServer: @unchecked Sendable {
     /// level, mkdir only) when missing, removes a stale socket, and refuses
     /// anything else. Never follows a symbolic link at `path`.
     static func clearPath(_ path: String) throws(DaemonError) {
-        let dir = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
-        if !dir.isEmpty {
+        if let dir = Paths.parent(of: path), dir != "/" {
             var st = stat()
             if stat(dir, &st) != 0 {
                 guard errno == ENOENT else { throw DaemonError("cannot use \(dir) for the control socket: \(errorText())") }
@@ -213,7 +210,7 @@ final class ControlServer: @unchecked Sendable {
                 }
                 continue
             }
-            if !Self.spawn({ [self] in serve(client) }) {
+            if !ServiceThread.detached({ [self] in serve(client) }) {
                 releaseSlot()
                 close(client)
                 if let skipped = otherErrors.admit() {
@@ -254,23 +251,6 @@ final class ControlServer: @unchecked Sendable {
     private func waitForSlot(timeout: Double) {
         let now = clients
         slots.wait(timeout: timeout) { active < now || stopping.load(ordering: .relaxed) }
-    }
-
-    /// Runs `body` on a new detached thread; false if none could be made.
-    private static func spawn(_ body: @escaping @Sendable () -> Void) -> Bool {
-        final class Box { let body: @Sendable () -> Void; init(_ b: @escaping @Sendable () -> Void) { body = b } }
-        var thread = pthread_t()
-        var attr = pthread_attr_t()
-        pthread_attr_init(&attr)
-        defer { pthread_attr_destroy(&attr) }
-        pthread_attr_setdetachstate(&attr, Int32(PTHREAD_CREATE_DETACHED))
-        let context = Unmanaged.passRetained(Box(body)).toOpaque()
-        let rc = pthread_create(&thread, &attr, { context in
-            Unmanaged<Box>.fromOpaque(context!).takeRetainedValue().body()
-            return nil
-        }, context)
-        if rc != 0 { Unmanaged<Box>.fromOpaque(context).release() }
-        return rc == 0
     }
 
     // MARK: - One client
@@ -419,28 +399,17 @@ final class LineConnection {
 }
 
 enum UnixSocket {
-    static func address(_ path: String) -> sockaddr_un? {
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else { return nil }
-        withUnsafeMutableBytes(of: &addr.sun_path) { $0.copyBytes(from: bytes) }
-        return addr
-    }
-
     /// Connects to `path` and hangs up: 0 when something listens, else the
     /// errno (ECONNREFUSED: nobody does). Bounded to 2 s (a full backlog).
     static func probe(_ path: String) -> Int32 {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return errno }
-        defer { close(fd) }
-        guard var addr = address(path) else { return ENAMETOOLONG }
-        var tv = timeval(tv_sec: 2, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        return rc == 0 ? 0 : errno
+        do throws(Errno) {
+            let address = try UnixSocketAddress(path)
+            let fd = try FileDescriptor.unixSocket(.stream)
+            defer { fd.close() }
+            try fd.setTimeouts(seconds: 2)
+            try fd.connect(to: address)
+            return 0
+        } catch { return error.rawValue }
     }
 }
 

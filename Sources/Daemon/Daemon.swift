@@ -3,7 +3,7 @@ import Soundbox
 import GPIO
 import SoundboxAudio
 import SoundboxStore
-import SoundboxThreads
+import SoundboxSystem
 
 /// soundboxd: services started in order (scheduler, broker link, panel,
 /// control socket) and stopped in reverse on SIGTERM, under one deadline.

@@ -2,7 +2,7 @@ import CLinux
 import GPIO
 import Glibc
 import Soundbox
-import SoundboxThreads
+import SoundboxSystem
 import Synchronization
 
 /// The merchant's hands on the box (docs/gpio.md): the mute switch, the

@@ -2,7 +2,7 @@ import Soundbox
 import SoundboxAudio
 import SoundboxStore
 import Synchronization
-import SoundboxThreads
+import SoundboxSystem
 
 /// A request that goes through the speaker between payments (a replay, the
 /// test sentence, a prompt, the summary), with a way to wait for it.

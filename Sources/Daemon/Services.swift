@@ -1,5 +1,5 @@
 import Soundbox
-import SoundboxThreads
+import SoundboxSystem
 
 /// A part of the daemon that runs on its own thread until asked to stop
 /// (the scheduler, the broker link, the panel, the control socket).

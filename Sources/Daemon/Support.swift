@@ -2,7 +2,7 @@ import CLinux
 import Glibc
 import Soundbox
 import Synchronization
-import SoundboxThreads
+import SoundboxSystem
 
 /// systemd's notification protocol (sd_notify(3)) without libsystemd:
 /// datagrams to $NOTIFY_SOCKET. Silent when the variable is unset.
@@ -17,23 +17,10 @@ public struct ServiceNotifier: Sendable {
     }
 
     public func send(_ message: String) {
-        guard let path = socketPath else { return }
-        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return }
-        defer { close(fd) }
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        var bytes = Array(path.utf8)
-        if bytes.first == UInt8(ascii: "@") { bytes[0] = 0 }   // abstract namespace
-        guard bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else { return }
-        withUnsafeMutableBytes(of: &addr.sun_path) { $0.copyBytes(from: bytes) }
-        let len = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count)
-        let payload = Array(message.utf8)
-        _ = withUnsafePointer(to: &addr) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
-                payload.withUnsafeBytes { sendto(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL), sa, len) }
-            }
-        }
+        guard let path = socketPath, let address = try? UnixSocketAddress(path, abstractNamespace: true),
+              let fd = try? FileDescriptor.unixSocket(.datagram) else { return }
+        defer { fd.close() }
+        _ = try? fd.send(Array(message.utf8), to: address)
     }
 }
 

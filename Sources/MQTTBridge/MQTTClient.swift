@@ -1,6 +1,6 @@
 import CMosquitto
 import Glibc
-import SoundboxThreads
+import SoundboxSystem
 import Soundbox
 import Synchronization
 

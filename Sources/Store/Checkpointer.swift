@@ -1,6 +1,6 @@
 import CSQLite
 import Glibc
-import SoundboxThreads
+import SoundboxSystem
 import Synchronization
 
 /// What the WAL hook learns after each commit of the store's connection

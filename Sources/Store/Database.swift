@@ -1,4 +1,5 @@
 import Glibc
+import SoundboxSystem
 import Soundbox
 
 /// What is wrong with the database, for status, doctor and the LED.
@@ -137,13 +138,13 @@ public struct Database: Sendable {
         do throws(StoreError) {
             Self.makeParent(of: path)
             try store.copy(to: temporary)
-            try Self.sync(temporary)
+            do { try Paths.sync(temporary) } catch { throw .posix("fsync(\(temporary))", error) }
             // Close the old connection first: closing deletes its -wal/-shm by
             // name (at once, even if a flush or a reader still holds the store).
             store.close()
             self.store = nil
-            guard rename(temporary, path) == 0 else { throw .posix("rename(\(temporary), \(path))") }
-            try? Self.sync(Self.parent(of: path) ?? ".")
+            guard rename(temporary, path) == 0 else { throw .posix("rename(\(temporary), \(path))", .current) }
+            Paths.syncFolder(containing: path)
             let reopened = try Self.open(path, clock)
             self.store = reopened
             log.info("database_restored", ["path": path])
@@ -155,20 +156,7 @@ public struct Database: Sendable {
         }
     }
 
-    /// The folder `path` is in ("/" for a file at the root), or nil for a bare name.
-    private static func parent(of path: String) -> String? {
-        guard let slash = path.lastIndex(of: "/") else { return nil }
-        return slash == path.startIndex ? "/" : String(path[..<slash])
-    }
-
     private static func makeParent(of path: String) {
-        if let folder = parent(of: path), folder != "/" { mkdir(folder, 0o750) }
-    }
-
-    private static func sync(_ path: String) throws(StoreError) {
-        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw .posix("open(\(path))") }
-        defer { close(fd) }
-        guard fsync(fd) == 0 else { throw .posix("fsync(\(path))") }
+        if let folder = Paths.parent(of: path), folder != "/" { mkdir(folder, 0o750) }
     }
 }

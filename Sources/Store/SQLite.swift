@@ -1,6 +1,6 @@
 import CSQLite
 import Glibc
-import SoundboxThreads
+import SoundboxSystem
 import Synchronization
 
 /// The one sqlite3 connection of a `Store`, used only under its lock

@@ -1,5 +1,6 @@
 import CSQLite
 import Glibc
+import SoundboxSystem
 
 /// A failed SQLite call: which call, its extended result code and what
 /// `sqlite3_errmsg` said. The few checks that are not one C call (the schema
@@ -47,7 +48,7 @@ public struct StoreError: Error, Sendable, CustomStringConvertible {
 
     /// A failed POSIX call on the database's files (copying, renaming,
     /// flushing), as an I/O error carrying errno's text.
-    public static func posix(_ call: String, errno e: Int32 = errno) -> StoreError {
-        StoreError(call: call, code: SQLITE_IOERR, message: String(cString: strerror(e)))
+    public static func posix(_ call: String, _ error: Errno) -> StoreError {
+        StoreError(call: call, code: SQLITE_IOERR, message: error.description)
     }
 }

@@ -1,4 +1,5 @@
 import Glibc
+import SoundboxSystem
 
 /// A -wal file that SQLite would read only in part: a frame that fails its
 /// checksum with whole transactions of the same log after it. SQLite stops
@@ -112,10 +113,7 @@ enum WALCheck {
         ok = ok && fsync(to) == 0
         close(to)
         guard ok else { unlink(name); return nil }
-        if let slash = wal.lastIndex(of: "/") {
-            let dir = open(slash == wal.startIndex ? "/" : String(wal[..<slash]), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-            if dir >= 0 { fsync(dir); close(dir) }
-        }
+        Paths.syncFolder(containing: wal)
         return name
     }
 

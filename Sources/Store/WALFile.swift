@@ -1,6 +1,6 @@
 import CSQLite
 import Glibc
-import SoundboxThreads
+import SoundboxSystem
 import Synchronization
 
 /// The database's -wal file, opened by us only to flush it: fdatasync on
@@ -33,10 +33,7 @@ final class WALFile: @unchecked Sendable {
         path = database + "-wal"
         fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
-        let slash = database.lastIndex(of: "/")
-        let folder = slash.map { $0 == database.startIndex ? "/" : String(database[..<$0]) } ?? "."
-        let dir = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if dir >= 0 { fsync(dir); close(dir) }
+        Paths.syncFolder(containing: database)
     }
     deinit { close(fd) }
 

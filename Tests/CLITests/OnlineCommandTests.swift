@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import SoundboxSystem
 
 /// The online commands without a daemon: where they look for the socket,
 /// what they say when nothing listens, and the argument checks made before
@@ -336,15 +337,11 @@ final class ScriptedPeer {
 
     init() throws {
         let path = "/tmp/sbctl-\(UUID().uuidString.prefix(8)).sock"
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let socket = try FileDescriptor.unixSocket(.stream)
+        let fd = socket.rawValue
         (self.path, listener) = (path, fd)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard fd >= 0, bound == 0, listen(fd, 1) == 0 else { throw POSIXError(.init(rawValue: errno)!) }
+        try socket.bind(to: UnixSocketAddress(path))
+        guard listen(fd, 1) == 0 else { throw Errno.current }
         Self.timeout(fd, seconds: 20)  // accept() too: a client that never comes fails the test
     }
 

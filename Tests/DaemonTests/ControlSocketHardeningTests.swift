@@ -3,6 +3,7 @@ import Testing
 import Soundbox
 import SoundboxControl
 import SoundboxStore
+import SoundboxSystem
 
 /// The control socket under abuse (Hardening items 6 and 13), against the
 /// real soundboxd: a cap on clients with a "busy" ACK, idle / slow-loris /
@@ -423,17 +424,11 @@ final class HardeningClient {
     private var buffer: [UInt8] = []
 
     init(_ path: String) throws {
-        fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw TestFailure("socket: errno \(errno)") }
+        let socket = try FileDescriptor.unixSocket(.stream)
+        fd = socket.rawValue
         var tv = timeval(tv_sec: 10, tv_usec: 0)   // bounds connect() when the backlog is full
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &addr.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard rc == 0 else { let e = errno; close(fd); throw TestFailure("connect(\(path)): errno \(e)") }
+        do { try socket.connect(to: UnixSocketAddress(path)) } catch { socket.close(); throw TestFailure("connect(\(path)): \(error)") }
     }
     deinit { close(fd) }
 

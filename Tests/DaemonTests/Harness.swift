@@ -2,6 +2,7 @@ import Foundation
 import Soundbox
 import SoundboxControl
 import TestSupport
+import SoundboxSystem
 
 /// The repository root, the built binaries and a scratch folder per test.
 enum Build {
@@ -227,14 +228,9 @@ final class NotifySocket {
     init(path: String) throws {
         self.path = path
         unlink(path)
-        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &addr.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard rc == 0 else { throw TestFailure("bind notify socket: errno \(errno)") }
+        let socket = try FileDescriptor.unixSocket(.datagram)
+        fd = socket.rawValue
+        do { try socket.bind(to: UnixSocketAddress(path)) } catch { socket.close(); throw TestFailure("bind notify socket \(path): \(error)") }
     }
     deinit { close(fd); unlink(path) }
 

@@ -1,6 +1,7 @@
 import Foundation
 import Soundbox
 import SoundboxControl
+import SoundboxSystem
 
 /// soundboxd (release build) in a scratch folder: start to READY, idle RSS,
 /// idle CPU and wakeups, durable ingest rate, RSS with 5,000 queued.
@@ -27,12 +28,10 @@ func daemonBench(voices: String) throws {
     func start() throws -> (Process, Double) {
         let notifyPath = dir + "/notify.sock"
         unlink(notifyPath)
-        let fd = Glibc.socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
-        defer { close(fd); unlink(notifyPath) }
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &addr.sun_path) { $0.copyBytes(from: Array(notifyPath.utf8)) }
-        _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+        let socket = try FileDescriptor.unixSocket(.datagram)
+        let fd = socket.rawValue
+        defer { socket.close(); unlink(notifyPath) }
+        try socket.bind(to: UnixSocketAddress(notifyPath))
         let p = Process()
         p.executableURL = URL(fileURLWithPath: binDir + "/soundboxd")
         p.arguments = ["--config", dir + "/soundbox.conf"]

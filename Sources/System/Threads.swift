@@ -1,5 +1,5 @@
 // Threads and waiting, for the daemon and the MQTT client: POSIX threads
-// and condition variables (Synchronization.Mutex has no condition variable,
+// (the only place that makes one) and condition variables (Synchronization.Mutex has no condition variable,
 // and Foundation is too big for the device).
 import CLinux
 import Glibc
@@ -92,8 +92,10 @@ public final class ServiceThread: @unchecked Sendable {
 }
 
 extension ServiceThread {
-    /// Runs `body` on a detached thread (per-connection work).
-    public static func detached(_ body: @escaping @Sendable () -> Void) {
+    /// Runs `body` on a new detached thread (per-connection work); false
+    /// if none could be made (`body` is then not run).
+    @discardableResult
+    public static func detached(_ body: @escaping @Sendable () -> Void) -> Bool {
         final class Box { let body: @Sendable () -> Void; init(_ b: @escaping @Sendable () -> Void) { body = b } }
         var t = pthread_t()
         var attr = pthread_attr_t()
@@ -106,6 +108,7 @@ extension ServiceThread {
             return nil
         }, ctx)
         if rc != 0 { Unmanaged<Box>.fromOpaque(ctx).release() }
+        return rc == 0
     }
 }
 
