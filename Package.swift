@@ -61,6 +61,7 @@ let package = Package(
         .testTarget(name: "AudioTests", dependencies: ["Soundbox", "SoundboxAudio", "TestSupport"]),
         .testTarget(name: "CLITests", dependencies: ["Soundbox", "SoundboxSystem", "SoundboxCrypto", "soundboxctl", "TestSupport", "VoiceBuild"]),
         .testTarget(name: "SystemTests", dependencies: ["SoundboxSystem"]),
+        .testTarget(name: "MQTTTests", dependencies: ["MQTTBridge"]),
         .testTarget(name: "StoreTests", dependencies: ["Soundbox", "SoundboxStore"]),
         .testTarget(name: "SigningTests", dependencies: ["Soundbox", "SoundboxCrypto", "TestSupport"]),
         .testTarget(name: "DaemonTests", dependencies: ["Soundbox", "SoundboxSystem", "SoundboxStore", "SoundboxDaemon", "SoundboxControl", "MQTTBridge", "TestSupport", "SoundboxCrypto", "soundboxd", "soundboxctl"]),

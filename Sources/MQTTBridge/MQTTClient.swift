@@ -4,71 +4,6 @@ import SoundboxSystem
 import Soundbox
 import Synchronization
 
-/// A failed libmosquitto call: the call, its `MOSQ_ERR_*` code and, for
-/// `MOSQ_ERR_ERRNO`, the errno.
-public struct MQTTError: Error, Sendable, CustomStringConvertible {
-    public let call: String
-    public let code: Int32
-    public let errno: Int32
-    /// Why, when it is no errno's or mosquitto's text (a certificate that is a FIFO).
-    public var detail: String? = nil
-    public var description: String {
-        let text = detail ?? (code == MOSQ_ERR_ERRNO.rawValue ? String(cString: strerror(errno)) : String(cString: mosquitto_strerror(code)))
-        return "\(call) failed: \(text) (\(code)\(code == MOSQ_ERR_ERRNO.rawValue ? ", errno \(errno)" : ""))"
-    }
-}
-
-/// What the client reports. Called on the client's network thread: keep
-/// each call short, and never call `stop()` from it.
-public protocol MQTTClientDelegate: AnyObject, Sendable {
-    /// CONNACK arrived; `rc` 0 means accepted. A refusal is MQTT 3.1.1's
-    /// return code (1-5, e.g. 4 bad user name or password, 5 not
-    /// authorised) or, on an MQTT 5 connection, its reason code (128 and
-    /// up, e.g. 134 bad user name or password, 135 not authorised):
-    /// `MQTTClient.connackText(rc:)` says which. A refusal of MQTT 5 itself
-    /// (132) is not reported here: the client falls back to 3.1.1 and says
-    /// so through `mqttLibraryLog`.
-    func mqttConnected(rc: Int32)
-    /// The link went down. Called once after every accepted CONNACK, and
-    /// also for attempts that ended before one. `rc` is what libmosquitto
-    /// 2.0.11 hands its `on_disconnect` callback, one of three kinds:
-    ///
-    /// - `0`: we asked for it (`stop()`).
-    /// - 1-30, a libmosquitto `MOSQ_ERR_*` code: the connection ended
-    ///   without a DISCONNECT from the broker. 7 (`MOSQ_ERR_CONN_LOST`):
-    ///   the broker closed the connection or it was reset, which includes
-    ///   **a session takeover on an MQTT 3.1.1 connection, and on MQTT 5
-    ///   with mosquitto before 2.0.15** (Debian 12's 2.0.11 closes the
-    ///   old connection without a DISCONNECT); 19 (`MOSQ_ERR_KEEPALIVE`):
-    ///   no answer within 1.5 × keepalive; 5 (`MOSQ_ERR_CONN_REFUSED`):
-    ///   after a refusing 3.1.1 CONNACK; 2 (`MOSQ_ERR_PROTOCOL`): after a
-    ///   refusing MQTT 5 CONNACK, or a malformed packet; 14
-    ///   (`MOSQ_ERR_ERRNO`), 8 (`MOSQ_ERR_TLS`): socket or TLS errors.
-    /// - 128 and up, only on MQTT 5 connections: the reason code of the
-    ///   broker's DISCONNECT, e.g. **142 session taken over** (another
-    ///   client connected with our client id; mosquitto 2.0.15 and later),
-    ///   139 server shutting down, 149 packet too large, 152
-    ///   administrative action. `MQTTClient.isSessionTakeover(rc:)` tells
-    ///   a takeover; `MQTTClient.disconnectText(rc:)` describes any rc.
-    ///
-    /// (A broker may also send DISCONNECT with reason 0, "normal
-    /// disconnection"; mosquitto never does. It then reads as `0` too.)
-    func mqttDisconnected(rc: Int32)
-    /// A message arrived. For QoS 1, its PUBACK is sent after this returns
-    /// (threaded loop): make it durable here.
-    func mqttMessage(topic: String, payload: [UInt8], retained: Bool)
-    /// The broker acknowledged our QoS 1 publish `mid`.
-    func mqttPublished(mid: Int32)
-    /// libmosquitto's own warnings and errors (TLS failures, refused
-    /// connections) and the client's own notes (falling back to MQTT
-    /// 3.1.1): what a technician needs to see.
-    func mqttLibraryLog(_ message: String)
-}
-
-extension MQTTClientDelegate {
-    public func mqttLibraryLog(_ message: String) {}
-}
-
 /// One libmosquitto client handle, run by a network thread of ours in
 /// threaded mode (`mosquitto_threaded_set(true)`): then, as under
 /// `mosquitto_loop_start`, the PUBACK of an incoming QoS 1 message is only
@@ -144,20 +79,15 @@ public final class MQTTClient: @unchecked Sendable {
     private let wake = Condition()
     private var thread: ServiceThread?
 
-    // The current attempt, and the fallback decision: touched only on the
-    // network thread (libmosquitto's callbacks run there too).
+    // The current attempt, and the version and backoff decisions: touched
+    // only on the network thread (libmosquitto's callbacks run there too).
     private var attempt = Attempt()
     private struct Attempt {
         var connack: Int32?         // the CONNACK's code, once it came
         var disconnectRC: Int32?    // the rc on_disconnect reported, once it did
         var suppressDisconnect = false
-        var fallBackNow = false
     }
-    /// MQTT 5 attempts in a row closed before a CONNACK.
-    private var closedBeforeConnack = 0
-    /// Trying 3.1.1 after MQTT 5 connections were closed (not refused):
-    /// confirmed by any 3.1.1 CONNACK, undone if 3.1.1 is closed too.
-    private var probingV311 = false
+    private var plan: ConnectionPlan
 
     /// Library initialisation, once per process.
     private static let libraryReady: Bool = { mosquitto_lib_init() == MOSQ_ERR_SUCCESS.rawValue }()
@@ -167,7 +97,7 @@ public final class MQTTClient: @unchecked Sendable {
     /// `sessionExpiry`; 3.1.1: clean session off).
     public init(_ options: Options, delegate: any MQTTClientDelegate) throws(MQTTError) {
         precondition(Self.libraryReady, "mosquitto_lib_init failed")
-        precondition(options.protocolVersion == 5 || options.protocolVersion == 4, "protocolVersion is 5 or 4")
+        plan = ConnectionPlan(protocolVersion: options.protocolVersion, reconnectMax: options.reconnectMax)
         self.options = options
         version = Atomic(options.protocolVersion)
         guard let h = mosquitto_new(options.clientID, false, nil) else {
@@ -293,22 +223,12 @@ public final class MQTTClient: @unchecked Sendable {
 
     private func connected(rc: Int32) {
         attempt.connack = rc
-        let v = version.load(ordering: .relaxed)
-        if v == 5 && rc == MQTT_RC_UNSUPPORTED_PROTOCOL_VERSION.rawValue && options.protocolVersion == 5 {
-            // A 3.1.1 broker answers a v5 CONNECT with a v3 CONNACK
-            // "unacceptable protocol version"; libmosquitto reports it as
-            // 132 (handle__connack) and then closes with MOSQ_ERR_PROTOCOL.
-            attempt.suppressDisconnect = true
-            attempt.fallBackNow = true
-            delegateRef?.mqttLibraryLog("the broker refused MQTT 5 (CONNACK: \(Self.connackText(rc: rc))); using MQTT 3.1.1 from now on, where only the broker's message_size_limit bounds the messages it sends")
-            return
-        }
-        if v == 4 && probingV311 {
-            // 3.1.1 got an answer where MQTT 5 got none: keep it.
-            probingV311 = false
-            delegateRef?.mqttLibraryLog("the broker answers MQTT 3.1.1 but closed MQTT 5 connections; using MQTT 3.1.1 from now on, where only the broker's message_size_limit bounds the messages it sends")
-        }
-        if rc == 0 { closedBeforeConnack = 0 }
+        // A 3.1.1 broker answers a v5 CONNECT with a v3 CONNACK "unacceptable
+        // protocol version"; libmosquitto reports it as 132 (handle__connack)
+        // and then closes with MOSQ_ERR_PROTOCOL: the plan falls back.
+        let (report, note) = plan.connack(rc, text: Self.connackText(rc: rc))
+        if let note { delegateRef?.mqttLibraryLog(note.description) }
+        guard report else { attempt.suppressDisconnect = true; return }
         delegateRef?.mqttConnected(rc: rc)
     }
 
@@ -335,7 +255,6 @@ public final class MQTTClient: @unchecked Sendable {
 
     private func networkLoop() {
         let port = options.port != 0 ? options.port : (options.tls == nil ? 1883 : 8883)
-        var failures = 0
         while !stopping.load(ordering: .relaxed) {
             attempt = Attempt()
             let v = version.load(ordering: .relaxed)
@@ -384,14 +303,12 @@ public final class MQTTClient: @unchecked Sendable {
                 // The connect itself failed (refused, DNS, TLS): nothing else reported it.
                 delegateRef?.mqttLibraryLog(MQTTError(call: "connect to \(options.host):\(port)", code: rc, errno: err).description)
             }
-            if attempt.connack == 0 { failures = 0 }
-            if nextVersion(after: v) { continue }   // a protocol fallback: at once
-            // Capped exponential backoff with jitter: 1-2 s, doubling, at most reconnectMax.
-            let ceiling = Double(max(options.reconnectMax, 2))
-            let backoff = min(ceiling, Double.random(in: 1...2) * Double(1 << min(failures, 16)))
-            let delay = max(backoff, Double(minimumWaitMs.exchange(0, ordering: .relaxed)) / 1000)
-            failures += 1
-            wake.wait(timeout: delay) { stopping.load(ordering: .relaxed) }
+            let (next, note) = plan.ended(connack: attempt.connack, disconnectRC: attempt.disconnectRC,
+                                          jitter: Double.random(in: 1...2),
+                                          minimumWait: Double(minimumWaitMs.exchange(0, ordering: .relaxed)) / 1000)
+            version.store(plan.version, ordering: .relaxed)
+            if let note { delegateRef?.mqttLibraryLog(note.description) }
+            if case .wait(let delay) = next { wake.wait(timeout: delay) { stopping.load(ordering: .relaxed) } }
         }
     }
 
@@ -399,36 +316,6 @@ public final class MQTTClient: @unchecked Sendable {
     private func setVersion(_ v: Int) -> Int32? {
         let rc = mosquitto_int_option(handle, MOSQ_OPT_PROTOCOL_VERSION, Int32(v == 5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311))
         return rc == MOSQ_ERR_SUCCESS.rawValue ? nil : rc
-    }
-
-    /// Decides the version of the next attempt; true to retry at once.
-    private func nextVersion(after v: Int) -> Bool {
-        guard options.protocolVersion == 5 else { return false }
-        let closedEarly = attempt.connack == nil && attempt.disconnectRC == MOSQ_ERR_CONN_LOST.rawValue
-        if v == 5 {
-            if attempt.fallBackNow {
-                version.store(4, ordering: .relaxed)
-                return true
-            }
-            guard closedEarly else {
-                if attempt.connack != nil { closedBeforeConnack = 0 }
-                return false
-            }
-            closedBeforeConnack += 1
-            guard closedBeforeConnack >= 2 else { return false }
-            closedBeforeConnack = 0
-            probingV311 = true
-            version.store(4, ordering: .relaxed)
-            delegateRef?.mqttLibraryLog("the broker closed 2 MQTT 5 connections in a row before answering; trying MQTT 3.1.1")
-            return true
-        }
-        if probingV311 && closedEarly {
-            // 3.1.1 is closed too: the protocol was not the problem.
-            probingV311 = false
-            version.store(5, ordering: .relaxed)
-            delegateRef?.mqttLibraryLog("the broker closed MQTT 3.1.1 too; back to MQTT 5")
-        }
-        return false
     }
 
     /// Publishes; returns the message id that `mqttPublished` will report.
@@ -451,24 +338,5 @@ public final class MQTTClient: @unchecked Sendable {
 
     private func check(_ rc: Int32, _ call: String) throws(MQTTError) {
         if rc != MOSQ_ERR_SUCCESS.rawValue { throw MQTTError(call: call, code: rc, errno: Glibc.errno) }
-    }
-}
-
-public enum MQTTBridge {
-    /// "2.0.11": the libmosquitto this binary runs against.
-    public static var libraryVersion: String {
-        var major: Int32 = 0, minor: Int32 = 0, revision: Int32 = 0
-        mosquitto_lib_version(&major, &minor, &revision)
-        return "\(major).\(minor).\(revision)"
-    }
-}
-
-/// The topics of DESIGN §2 for one device.
-public struct Topics: Sendable, Equatable {
-    public let payment, receipt, config, configApplied, cmd, status: String
-    public init(prefix: String, device: String) {
-        let base = prefix + "/" + device
-        payment = base + "/payment"; receipt = base + "/receipt"; config = base + "/config"
-        configApplied = base + "/config/applied"; cmd = base + "/cmd"; status = base + "/status"
     }
 }
