@@ -48,21 +48,21 @@ final class Scheduler: Service, @unchecked Sendable {
     let status = Mutex(Status())
     /// Monotonic time of the last sign of life, for the watchdog.
     let heartbeat = Atomic<Int64>(0)
-    private let stopping = Atomic<Bool>(false)
+    let stopping = Atomic<Bool>(false)
 
-    private let storage: Storage
-    private let settings: Settings
-    private let voices: Voices
+    let storage: Storage
+    let settings: Settings
+    let voices: Voices
     /// Woken when work arrives; `isIdle` when there is none.
     let wake: Wakeup
     /// Woken when a receipt is waiting (the uplink).
-    private let outbox: Wakeup
+    let outbox: Wakeup
     private let requests = Mutex(RequestQueue<UserJob>(capacity: 16))
     private let environment: [String: String]
-    private let log = Log("queue")
+    let log = Log("queue")
 
     // Scheduler thread only.
-    private let bank: VoiceBank
+    let bank: VoiceBank
     private var output: (any AudioOutput)?
     private var outputChoice: OutputChoice
     /// When the last request spoke (Unix ms): payments that arrived during
@@ -74,7 +74,7 @@ final class Scheduler: Service, @unchecked Sendable {
     private var wasRetrying = false
     /// Set at start and by each reconnect (`armSummary`): when, if an
     /// offline summary may be due.
-    private let summaryArmedAt = Mutex<Double?>(SystemClock.monotonic())
+    let summaryArmedAt = Mutex<Double?>(SystemClock.monotonic())
 
     init(storage: Storage, settings: Settings, voices: Voices, bank: VoiceBank, wake: Wakeup, outbox: Wakeup,
          environment: [String: String]) {
@@ -135,96 +135,6 @@ final class Scheduler: Service, @unchecked Sendable {
         log.info("stopped")
     }
 
-    // MARK: - The offline summary (docs/soundboxd.md)
-
-    /// At start and after each reconnect: the next time payments wait, see
-    /// whether enough old ones do for an offline summary.
-    func armSummary() {
-        summaryArmedAt.withLock { $0 = SystemClock.monotonic() }
-        wake.notify()
-    }
-
-    /// Speaks the old payments waiting as one summary per currency, if at
-    /// least `queue.summary_min` of a currency are older than
-    /// `queue.summary_after_s`; returns whether it spoke one. Waits first
-    /// (at most 5 s after arming) until no payment has been accepted for
-    /// half a second: the broker hands a backlog over in a burst.
-    private func summarizeIfDue(head: Storage.Item) -> Bool {
-        guard let armedAt = summaryArmedAt.withLock({ $0 }) else { return false }
-        let config = settings.current
-        let minimum = config[.queueSummaryMin]
-        let afterMs = Int64(config[.queueSummaryAfter]) * 1000
-        func isOld(_ p: Payment, acceptedAt: Int64, now: Int64) -> Bool { now - (p.ts.map { $0 * 1000 } ?? acceptedAt) >= afterMs }
-        // One left `playing` by a crash is spoken again first, on its own.
-        if head.plays > 0 { return false }
-        // Only when the next payment is an old one (a fresh one: nothing waited).
-        guard minimum > 0, !settings.muted, case .stored = head.ref,
-              isOld(head.payment, acceptedAt: head.acceptedAt, now: SystemClock.nowMs()) else {
-            summaryArmedAt.withLock { $0 = nil }
-            return false
-        }
-        while let newest = storage.queuedForSummary().map(\.acceptedAt).max(), SystemClock.nowMs() - newest < 500,
-              SystemClock.monotonic() - armedAt < 5, !stopping.load(ordering: .relaxed) {
-            wake.waitForWork(timeout: 0.25, idle: false)
-        }
-        summaryArmedAt.withLock { $0 = nil }
-        let now = SystemClock.nowMs()
-        let candidates = storage.queuedForSummary().filter { isOld($0.payment, acceptedAt: $0.acceptedAt, now: now) }
-        guard candidates.count >= minimum else { return false }
-        // One summary per currency (the currency a pack reads it in), oldest first.
-        var groups: [(key: String, pack: String, entries: [Entry])] = []
-        for e in candidates {
-            let reader = voices.catalog.reader(lang: nil, currency: e.payment.currency, defaultPack: config[.voiceLang])
-            guard !reader.chime else { continue }   // no words for it: chimed on its own
-            let key = e.payment.currency ?? voices.catalog.currency(of: reader.pack) ?? ""
-            if let i = groups.firstIndex(where: { $0.key == key }) { groups[i].entries.append(e) } else { groups.append((key, reader.pack, [e])) }
-        }
-        var spoke = false
-        for g in groups where g.entries.count >= minimum {
-            guard let group = storage.beginSummary(g.entries.map(\.seq), now: SystemClock.nowMs()) else { continue }
-            speakSummary(group)
-            spoke = true
-        }
-        return spoke
-    }
-
-    /// Speaks summary `group` (begun now, or left `playing` by a crash: then
-    /// it is spoken again whole) and records its payments `played`.
-    private func speakSummary(_ group: Int64) {
-        let config = settings.current
-        let members = storage.summaryMembers(group)
-        guard let first = members.first else { return }
-        let total = Amount(minorUnits: members.reduce(0) { $0 + $1.payment.amount.minorUnits })
-        let reader = voices.catalog.reader(lang: nil, currency: first.payment.currency, defaultPack: config[.voiceLang])
-        let clips = voices.pack(reader.pack, from: bank)?.grammar.offlineSummary(count: members.count, total: total)
-        log.info("offline_summary", ["summary": "\(group)", "count": "\(members.count)", "pack": reader.pack,
-                                     "first": first.payment.id, "last": members.last!.payment.id])
-        for m in members {
-            guard case .stored(let seq) = m.ref else { continue }
-            log.info("speaking", ["id": m.payment.id, "seq": "\(seq)", "plays": "\(m.plays)", "summary": "\(group)"])
-        }
-        log.debug("amount", ["summary": "\(group)", "total": total.description, "currency": first.payment.currency ?? "-"])
-        Failpoint.hit("in_summary")
-        let volume = AnnounceVolume.level(user: config[.audioVolume], minimum: config[.audioMinVolume], muted: false)!
-        // No pack reads its currency any more (voice.lang changed since a crash): the chime.
-        let result = play(reader.chime ? nil : clips, lang: reader.pack, volume: volume, mutable: true)
-        Failpoint.hit("after_summary")
-        let now = SystemClock.nowMs()
-        switch result {
-        case .success(.completed):
-            let ids = storage.finishSummary(group, now: now)
-            status.withLock { $0.lastID = members.last!.payment.id }
-            outbox.notify()
-            log.info("played", ["summary": "\(group)", "payments": "\(ids.count)"])
-        case .success(.interrupted) where stopping.load(ordering: .relaxed):
-            log.info("interrupted", ["summary": "\(group)"])   // left `playing`: spoken again after the restart
-        case .success(.interrupted):
-            for m in members { finish(m, .muted, nil) }
-        case .failure(let error):
-            for m in members { finish(m, .failed, error.description) }
-        }
-    }
-
     private func beat() { heartbeat.store(Int64(SystemClock.monotonic() * 1000), ordering: .relaxed) }
 
     private func process(_ item: Storage.Item) {
@@ -267,7 +177,7 @@ final class Scheduler: Service, @unchecked Sendable {
         }
     }
 
-    private func finish(_ item: Storage.Item, _ state: PaymentState, _ reason: String?) {
+    func finish(_ item: Storage.Item, _ state: PaymentState, _ reason: String?) {
         storage.finish(item, state, reason: reason, now: SystemClock.nowMs())
         status.withLock { $0.lastID = item.payment.id }
         outbox.notify()
@@ -328,7 +238,7 @@ final class Scheduler: Service, @unchecked Sendable {
     }
 
     /// Plays `clips` of pack `lang`; nil: the chime.
-    private func play(_ clips: [String]?, lang: String, volume: Int, mutable: Bool) -> Result<PlayOutcome, AudioError> {
+    func play(_ clips: [String]?, lang: String, volume: Int, mutable: Bool) -> Result<PlayOutcome, AudioError> {
         var samples = bank.chime
         if let clips {
             do {

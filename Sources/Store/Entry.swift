@@ -7,6 +7,8 @@ public enum EntryRef: Hashable, Sendable {
     case stored(Int64)
     /// Held in memory while the database cannot be written (`MemoryJournal`), by its token.
     case memory(Int64)
+
+    public var isStored: Bool { if case .stored = self { true } else { false } }
 }
 
 /// One payment, wherever it is kept: the one record of a payment, read
@@ -25,6 +27,8 @@ public struct Entry: Sendable, Equatable {
     public var state: PaymentState
     /// Unix milliseconds.
     public var acceptedAt: Int64
+    /// When the payment happened, in Unix ms: its `ts`, else when it was accepted.
+    public var happenedAtMs: Int64 { payment.ts.map { $0 * 1000 } ?? acceptedAt }
     /// Unix milliseconds of the last state change.
     public var updatedAt: Int64
     /// How many times speaking started: more than 1 after a crash or a retry.
