@@ -1,6 +1,6 @@
-# Shared by the host-side scripts (scripts/test, scripts/demo, scripts/soak,
-# scripts/vm/hil, and image/* through image/lib.sh): installing Debian
-# packages, the Swift toolchain, the checks' PASS/FAIL lines, --help.
+# Shared by the host-side scripts (scripts/*, image/*: most of those
+# through image/lib.sh): installing Debian packages, the Swift toolchain,
+# the checks' PASS/FAIL lines and counts, --help.
 # Bash only: scripts/vm/guest-test (sh) and image/test/guest.sh (copied
 # alone into the image's share) keep their own.
 
