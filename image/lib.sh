@@ -2,6 +2,9 @@
 # the arm64 sysroot, and running commands in the build root. Sourced with
 # $repo set. Everything is cached in $SOUNDBOX_DEVICE_CACHE, keyed by the
 # package lists, so changing a list makes a new one (and drops the old).
+# It brings scripts/lib.sh along (installing packages, checks, --help).
+# shellcheck disable=SC2154 source=scripts/lib.sh  # repo: set by the caller
+source "$repo/scripts/lib.sh"
 
 device_cache=${SOUNDBOX_DEVICE_CACHE:-$repo/.cache/device}
 device_suite=trixie
@@ -11,16 +14,7 @@ die() { echo "device: $*" >&2; exit 1; }
 step() { echo "device: $* ($((SECONDS)) s)" >&2; }
 
 # The Debian packages this machine needs to make roots and run arm64 code.
-device_host_tools() {
-  local missing=()
-  for p in mmdebstrap qemu-user-static; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
-  [ ${#missing[@]} -eq 0 ] && return 0
-  step "installing ${missing[*]}"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-}
+device_host_tools() { soundbox_apt_install step mmdebstrap qemu-user-static; }
 
 # device_cached NAME KEY: the path of a cached tree NAME-KEY; older NAME-*
 # trees are removed. Prints the path; the caller makes it if missing.
@@ -143,8 +137,8 @@ device_mounts=()
 device_bind() {   # SRC DST [ro]
   mkdir -p "$2"
   mount --bind "$1" "$2"
-  [ "${3:-}" = ro ] && mount -o remount,bind,ro "$2"
-  device_mounts+=("$2")
+  device_mounts+=("$2")   # before the remount: device_leave undoes a failed one too
+  if [ "${3:-}" = ro ]; then mount -o remount,bind,ro "$2"; fi
 }
 device_enter() {
   local root=$1 sysroot=$2 out=$3

@@ -30,6 +30,8 @@ T0=$(cut -d' ' -f1 /proc/uptime)
 note() { echo "[$(awk -v t0="$T0" '{printf "%6.2f", $1 - t0}' /proc/uptime)] $*" >&2; }
 R=$OUT/results.txt
 : > "$R"
+# Its own pass/fail, not scripts/lib.sh's: this file is copied alone into
+# the share, and its lines go to results.txt, which image/boot-test counts.
 pass() { echo "PASS $1${2:+ ($2)}" >> "$R"; note "PASS $1 ${2:-}"; }
 fail() { echo "FAIL $1: $2" >> "$R"; note "FAIL $1: $2"; }
 fact() { echo "FACT $1 $2" >> "$R"; note "FACT $1 $2"; }
