@@ -30,8 +30,7 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
 
     private struct State {
         var connected = false
-        var lastStatus = ""
-        var lastStatusAt = 0.0
+        var status = StatusThrottle()
         var prompts = LinkPrompts()
         var takeover: TakeoverWatch
     }
@@ -103,7 +102,7 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
         }
         let prompt = state.withLock { s -> Prompt? in
             let now = SystemClock.monotonic()
-            s.connected = true; s.lastStatus = ""
+            s.connected = true; s.status.reconnected()
             s.takeover.connected(at: now)
             return s.prompts.connected(at: now)
         }
@@ -203,16 +202,14 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
         let report = StatusReport.make(device)
         let text = report.json(uptime: false)
         let now = SystemClock.monotonic()
-        let wait = state.withLock { s -> Double? in
-            if text == s.lastStatus { return nil }
-            let due = s.lastStatusAt + 0.5 - now
-            return due > 0 ? due : 0
+        switch state.withLock({ $0.status.decide(text, now: now) }) {
+        case .none: return nil
+        case .wait(let seconds): return seconds
+        case .publish: break
         }
-        guard let wait else { return nil }
-        if wait > 0 { return wait }
         do {
             try client.publish(topics.status, report.json(uptime: true), retain: true)
-            state.withLock { $0.lastStatus = text; $0.lastStatusAt = now }
+            state.withLock { $0.status.published(text, at: now) }
         } catch {
             log.warning("status_publish_failed", ["error": error.description])
         }
