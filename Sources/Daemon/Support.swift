@@ -64,11 +64,7 @@ public enum SystemClock {
     }
 
     /// Monotonic seconds, for timeouts and uptime.
-    public static func monotonic() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
+    public static func monotonic() -> Double { MonotonicClock.seconds() }
 }
 
 /// Wakes the scheduler when work arrives, and lets others wait until it
