@@ -37,7 +37,10 @@ public enum Daemon {
     /// How long a stop may take, all services together.
     static let stopDeadline = 2.0
 
-    public static func main(_ arguments: [String], environment: [String: String]) -> Int32 {
+    /// - Parameter gpio: the GPIO lines' backend (libgpiod on a box; a test
+    ///   may bring its own, see Panel and Tests/DaemonTests/PanelTests).
+    public static func main(_ arguments: [String], environment: [String: String],
+                            gpio: any GPIOBackend = Libgpiod()) -> Int32 {
         var flags: [String: String] = [:]
         var checkOnly = false
         var it = arguments.makeIterator()
@@ -59,7 +62,7 @@ public enum Daemon {
             return 78   // EX_CONFIG
         }
         if checkOnly { print("configuration OK"); return 0 }
-        return run(file, voices: voices, configPath: configPath, flags: flags, environment: environment)
+        return run(file, voices: voices, configPath: configPath, flags: flags, environment: environment, gpio: gpio)
     }
 
     /// The settings file with the flags on top, and the voice packs of its
@@ -88,7 +91,7 @@ public enum Daemon {
     }
 
     static func run(_ file: Config, voices catalog: VoiceCatalog, configPath: String?, flags: [String: String],
-                    environment: [String: String]) -> Int32 {
+                    environment: [String: String], gpio: any GPIOBackend) -> Int32 {
         let log = Log("daemon")
         let started = SystemClock.monotonic()
         // Signals are taken synchronously by the main thread only: block
@@ -169,7 +172,7 @@ public enum Daemon {
         }
         // 6. Mute switch, buttons, LED (the box runs on without them).
         if config[.gpioEnabled] {
-            let panel = Panel(device: device, changed: outbox, backend: Libgpiod(), config: config)
+            let panel = Panel(device: device, changed: outbox, backend: gpio, config: config)
             panel.open(config)
             if panel.hasLines { services.start(panel) }
         }

@@ -128,7 +128,7 @@ final class Panel: Service, @unchecked Sendable {
         case .volumeUp, .volumeDown:
             let old = device.settings.current[.audioVolume]
             let new = max(0, min(10, old + (action == .volumeUp ? 1 : -1)))
-            _ = try? device.settings.set(["audio.volume": "\(new)"], from: .local)
+            _ = try? device.settings.set([IntKey.audioVolume.key.name: "\(new)"], from: .local)
             changed.notify()
             if new == 10 { _ = device.scheduler.submit(.prompt(.volumeMax)) }
             if new == 0 { _ = device.scheduler.submit(.prompt(.volumeMin)) }

@@ -6,6 +6,7 @@ public struct GPIOError: Error, Sendable, CustomStringConvertible {
     public let call: String
     public let line: String
     public let errno: Int32
+    public init(call: String, line: String, errno: Int32) { self.call = call; self.line = line; self.errno = errno }
     public var description: String { "\(line): \(call) failed: \(String(cString: strerror(errno)))" }
 }
 
