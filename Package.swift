@@ -62,7 +62,7 @@ let package = Package(
         .testTarget(name: "CLITests", dependencies: ["Soundbox", "SoundboxSystem", "SoundboxCrypto", "soundboxctl", "TestSupport", "VoiceBuild"]),
         .testTarget(name: "SystemTests", dependencies: ["SoundboxSystem"]),
         .testTarget(name: "MQTTTests", dependencies: ["MQTTBridge"]),
-        .testTarget(name: "StoreTests", dependencies: ["Soundbox", "SoundboxStore"]),
+        .testTarget(name: "StoreTests", dependencies: ["Soundbox", "SoundboxStore", "TestSupport"]),
         .testTarget(name: "SigningTests", dependencies: ["Soundbox", "SoundboxCrypto", "TestSupport"]),
         .testTarget(name: "DaemonTests", dependencies: ["Soundbox", "SoundboxSystem", "GPIO", "SoundboxAudio", "SoundboxStore", "SoundboxDaemon", "SoundboxControl", "MQTTBridge", "TestSupport", "SoundboxCrypto", "soundboxd", "soundboxctl"]),
     ],

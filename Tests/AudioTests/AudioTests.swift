@@ -12,7 +12,7 @@ private func amount(_ s: String) -> Amount { try! Amount.parse(s, max: .wordsMax
     /// What reaches ALSA (its `file` plugin) is byte for byte what render produced,
     /// and the device stays open across announcements (the file holds both).
     @Test func alsaFilePluginReceivesExactlyTheRenderedPCM() throws {
-        let tmp = TempDir()
+        let tmp = Scratch()
         let bank = VoiceBank(directory: repoVoices)
         let a = try bank.render(zh.announcement(amount("123456789.12"), channel: .alipay), pack: "zh-CN", volume: 10)
         let b = try bank.render(zh.announcement(amount("0.05")), pack: "zh-CN", volume: 4)
@@ -29,7 +29,7 @@ private func amount(_ s: String) -> Amount { try! Amount.parse(s, max: .wordsMax
 
     /// A stop request (mute, shutdown) ends the write within one period.
     @Test func stopInterruptsWithinAPeriod() throws {
-        let tmp = TempDir()
+        let tmp = Scratch()
         let bank = VoiceBank(directory: repoVoices)
         let r = try bank.render(zh.announcement(amount("99999999.99")), pack: "zh-CN", volume: 10)
         let raw = tmp.path + "/out.raw"
@@ -58,7 +58,7 @@ private func amount(_ s: String) -> Amount { try! Amount.parse(s, max: .wordsMax
 
 @Suite struct OutputTests {
     @Test func wavFileOutputAppendsAndKeepsHeaderValid() throws {
-        let tmp = TempDir()
+        let tmp = Scratch()
         let path = tmp.path + "/demo.wav"
         let out = try WAVFileOutput(path: path)
         _ = try out.play([1, 2, 3], format: .standard, shouldStop: { false })
@@ -74,7 +74,7 @@ private func amount(_ s: String) -> Amount { try! Amount.parse(s, max: .wordsMax
     /// A symbolic link (planted in a world-writable folder, it made the root
     /// daemon overwrite what it pointed at) is refused and its target stays.
     @Test func wavOutputRefusesASymbolicLinkAndLeavesItsTarget() throws {
-        let tmp = TempDir()
+        let tmp = Scratch()
         let target = tmp.path + "/shadow", link = tmp.path + "/soundbox.wav"
         let precious = Data("root:x:0:0\n".utf8)
         try precious.write(to: URL(fileURLWithPath: target))
@@ -89,7 +89,7 @@ private func amount(_ s: String) -> Amount { try! Amount.parse(s, max: .wordsMax
     /// (it may be another file's name). Each error names the path and what is there.
     @Test(arguments: ["fifo", "directory", "device", "hardlink"])
     func wavOutputRefusesAnythingButAFileOfItsOwn(_ kind: String) throws {
-        let tmp = TempDir()
+        let tmp = Scratch()
         var path = tmp.path + "/soundbox.wav"
         let other = tmp.path + "/other"
         let expected: String
@@ -117,7 +117,7 @@ private func amount(_ s: String) -> Amount { try! Amount.parse(s, max: .wordsMax
     /// The docs say "append": a second output on the same file (the daemon
     /// restarted) continues it; the header's RIFF and data sizes count both.
     @Test func wavOutputAppendsAcrossReopens() throws {
-        let tmp = TempDir()
+        let tmp = Scratch()
         let path = tmp.path + "/soundbox.wav"
         _ = try WAVFileOutput(path: path).play([1, 2, 3], format: .standard, shouldStop: { false })
         let second = try WAVFileOutput(path: path)
@@ -138,7 +138,7 @@ private func amount(_ s: String) -> Amount { try! Amount.parse(s, max: .wordsMax
     /// soundboxctl render -o replaces its file, with the same care: never
     /// through a symbolic link, never a FIFO.
     @Test func replaceModeEmptiesTheFileButRefusesWhatAppendRefuses() throws {
-        let tmp = TempDir()
+        let tmp = Scratch()
         let path = tmp.path + "/a.wav", target = tmp.path + "/shadow", link = tmp.path + "/link.wav"
         _ = try WAVFileOutput(path: path).play([1, 2, 3], format: .standard, shouldStop: { false })
         _ = try WAVFileOutput(path: path, mode: .replace).play([7], format: .standard, shouldStop: { false })
@@ -152,7 +152,7 @@ private func amount(_ s: String) -> Amount { try! Amount.parse(s, max: .wordsMax
     /// An existing file that is not a WAV this output can continue is
     /// refused, never overwritten: text, a WAV of another format.
     @Test func wavOutputRefusesToOverwriteAnotherFile() throws {
-        let tmp = TempDir()
+        let tmp = Scratch()
         let text = tmp.path + "/notes.wav", stereo = tmp.path + "/stereo.wav"
         let notes = Data("not a recording, but longer than a RIFF header would be, 44 bytes\n".utf8)
         try notes.write(to: URL(fileURLWithPath: text))
@@ -171,7 +171,7 @@ private func amount(_ s: String) -> Amount { try! Amount.parse(s, max: .wordsMax
     /// RIFF sizes are 32 bits: a file at 4 GiB stops growing with a clear
     /// error, its header still valid, rather than wrapping its sizes.
     @Test func wavOutputStopsAtFourGiB() throws {
-        let tmp = TempDir()
+        let tmp = Scratch()
         let path = tmp.path + "/full.wav"
         let limit = WAV.maxDataBytes
         #expect(limit <= Int(UInt32.max) - 36 && limit > Int(UInt32.max) - 36 - 8, "RIFF size = 36 + data size, 32 bits")
@@ -191,7 +191,7 @@ private func amount(_ s: String) -> Amount { try! Amount.parse(s, max: .wordsMax
     /// The file (by default beside the queue's database) never takes the
     /// disk's last `keepFree` bytes: the announcement that would is refused.
     @Test func wavOutputLeavesRoomOnItsDisk() throws {
-        let tmp = TempDir()
+        let tmp = Scratch()
         let path = tmp.path + "/room.wav"
         var fs = statvfs()
         #expect(statvfs(tmp.path, &fs) == 0)
@@ -217,7 +217,7 @@ private func amount(_ s: String) -> Amount { try! Amount.parse(s, max: .wordsMax
     }
 
     @Test func outputChoiceBuildsEachKind() throws {
-        let tmp = TempDir()
+        let tmp = Scratch()
         #expect(try OutputChoice.alsa(device: "default").make().name == "alsa:default")
         #expect(try OutputChoice.wav(path: tmp.path + "/x.wav").make().name == "wav:\(tmp.path)/x.wav")
         #expect(try OutputChoice.null(realtime: false).make().name == "null")
@@ -279,7 +279,7 @@ private func amount(_ s: String) -> Amount { try! Amount.parse(s, max: .wordsMax
     /// A studio pack missing a clip still announces: the clip comes from the
     /// fallback pack, so the sentence is the same as the fallback's own.
     @Test func deletedClipComesFromTheFallbackPack() throws {
-        let tmp = TempDir()
+        let tmp = Scratch()
         try tmp.copyPacks("zh-CN")
         try FileManager.default.copyItem(atPath: repoVoices + "/zh-CN", toPath: tmp.path + "/studio")
         try tmp.editManifest("studio") { $0["name"] = "studio"; $0["fallback"] = "zh-CN" }
@@ -294,7 +294,7 @@ private func amount(_ s: String) -> Amount { try! Amount.parse(s, max: .wordsMax
 
     /// With no fallback, a missing clip becomes the chime: never silence.
     @Test func missingClipWithoutFallbackBecomesTheChime() throws {
-        let tmp = TempDir()
+        let tmp = Scratch()
         try tmp.copyPacks("zh-CN")
         try tmp.editManifest("zh-CN") { m in
             var clips = m["clips"] as! [String: String]
@@ -311,7 +311,7 @@ private func amount(_ s: String) -> Amount { try! Amount.parse(s, max: .wordsMax
     /// A corrupt mp3 is caught at load, named by its clip, and replaced.
     @Test(arguments: ["garbage", "truncated"])
     func corruptClipIsReportedAndReplaced(_ damage: String) throws {
-        let tmp = TempDir()
+        let tmp = Scratch()
         try tmp.copyPacks("zh-CN")
         let file = tmp.path + "/zh-CN/九.mp3"
         var data = try Data(contentsOf: URL(fileURLWithPath: file))
@@ -342,7 +342,7 @@ private func amount(_ s: String) -> Amount { try! Amount.parse(s, max: .wordsMax
     }
 
     @Test func manifestProblemsAreNamed() throws {
-        let tmp = TempDir()
+        let tmp = Scratch()
         try tmp.copyPacks("zh-CN")
         try tmp.editManifest("zh-CN") { $0["grammar"] = "klingon" }
         #expect(VoiceCheckReport.check(directory: tmp.path + "/zh-CN").errors.first?.problem

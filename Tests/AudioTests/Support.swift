@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 
 /// The repository's voices/ folder.
 let repoVoices: String = {
@@ -7,15 +8,7 @@ let repoVoices: String = {
     return url.path + "/voices"
 }()
 
-/// A fresh folder removed when the value dies.
-final class TempDir {
-    let path: String
-    init() {
-        path = FileManager.default.temporaryDirectory.appendingPathComponent("soundbox-test-\(UUID().uuidString)").path
-        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-
+extension Scratch {
     /// Copies voice packs from the repository into this folder.
     func copyPacks(_ names: String...) throws {
         for n in names { try FileManager.default.copyItem(atPath: repoVoices + "/" + n, toPath: path + "/" + n) }

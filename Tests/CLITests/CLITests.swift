@@ -219,13 +219,12 @@ struct Ctl {
 /// An Ed25519 key pair (and an RSA key) made by the openssl CLI in a
 /// temporary folder; `remove()` deletes it.
 struct SigningKeys {
-    let dir: String
+    private let scratch = Scratch("ctl-keys")
+    var dir: String { scratch.path }
     var priv: String { dir + "/priv.pem" }
     var pub: String { dir + "/pub.pem" }
 
     init(rsa: Bool = false) throws {
-        dir = FileManager.default.temporaryDirectory.appendingPathComponent("ctl-keys-\(UUID().uuidString.prefix(8))").path
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         do {
             try Self.openssl(["genpkey", "-algorithm", "ed25519", "-out", dir + "/priv.pem"])
             try Self.openssl(["pkey", "-in", dir + "/priv.pem", "-pubout", "-out", dir + "/pub.pem"])
@@ -236,7 +235,7 @@ struct SigningKeys {
         } catch { remove(); throw error }
     }
 
-    func remove() { try? FileManager.default.removeItem(atPath: dir) }
+    func remove() { scratch.remove() }
 
     @discardableResult
     static func openssl(_ args: [String]) throws -> String { try sh(["/usr/bin/openssl"] + args) }
@@ -267,14 +266,13 @@ func deviceVerifies(_ text: String, kind: Signature.Kind, device: String, key: E
     try deviceCanonical(text, kind: kind, device: device).map { key.verify($0.sig, of: $0.bytes) } ?? false
 }
 
-struct SignCheckError: Error, CustomStringConvertible { let description: String }
 
 func deviceCanonical(_ text: String, kind: Signature.Kind, device: String) throws -> (sig: [UInt8], bytes: [UInt8])? {
     let document: JSONValue, content: [(String, String)]
     switch kind {
     case .payment:
         switch PaymentMessage.parseKeepingDocument(Array(text.utf8), maxAmount: .wordsMax) {
-        case .failure(let r): throw SignCheckError(description: "payment refused: \(r.reason)")
+        case .failure(let r): throw TestFailure("payment refused: \(r.reason)")
         case .success(let (p, d)): (document, content) = (d, Signature.paymentContent(p, document: d))
         }
     case .cmd, .config:
@@ -289,7 +287,7 @@ func deviceCanonical(_ text: String, kind: Signature.Kind, device: String) throw
 /// The members of a one-line JSON object on stdout.
 func members(_ text: String) throws -> [String: Any] {
     guard let o = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else {
-        throw SignCheckError(description: "not a JSON object: \(text)")
+        throw TestFailure("not a JSON object: \(text)")
     }
     return o
 }

@@ -9,7 +9,8 @@ import TestSupport
 /// silence around them — the pack comes out at one loudness, trimmed,
 /// gapless, loadable; missing and hostile recordings are named.
 @Suite struct VoiceBuildTests {
-    let dir = "/tmp/sbx-vb-\(UUID().uuidString.prefix(8))"
+    let scratch = Scratch("sbx-vb")
+    var dir: String { scratch.path }
     init() throws { try FileManager.default.createDirectory(atPath: dir + "/src", withIntermediateDirectories: true) }
 
     /// A 16-bit WAV of `seconds` of a sine at `hz` and `dBFS`, with

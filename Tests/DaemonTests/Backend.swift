@@ -40,12 +40,11 @@ final class Backend: MQTTClientDelegate, @unchecked Sendable {
         let c = try MQTTClient(o, delegate: self)
         client = c
         try c.start()
-        guard waitUntil(timeout: 30, { self.connected }) else { throw BackendError("backend could not connect to port \(port) within 30 s") }
+        guard waitUntil(timeout: 30, { self.connected }) else { throw TestFailure("backend could not connect to port \(port) within 30 s") }
     }
 
     deinit { client?.stop() }
 
-    struct BackendError: Error, CustomStringConvertible { let description: String; init(_ d: String) { description = d } }
 
     func mqttConnected(rc: Int32) {
         guard rc == 0 else { return }

@@ -1,31 +1,15 @@
 import Foundation
 #if canImport(Glibc)
 import Glibc
+import TestSupport
 #endif
 
 // Test infrastructure for the MQTT tests: a real mosquitto per test, on
 // 127.0.0.1 with a random free port, its own config, data folder and log.
 // See HarnessSelfTests.swift for how each piece is used.
 //
-// Names here are prefixed or specific (TempDir, HarnessError) so that
-// copying DaemonTests/Harness.swift (Scratch, TestFailure, Daemon) into this
-// target later does not collide.
 
-struct HarnessError: Error, CustomStringConvertible {
-    let description: String
-    init(_ d: String) { description = d }
-}
 
-/// A scratch folder under /tmp, removed on deinit. Short path on purpose:
-/// Unix socket paths must fit in 108 bytes.
-final class TempDir: @unchecked Sendable {
-    let path: String
-    init(_ prefix: String = "sbm") {
-        path = "/tmp/\(prefix)-" + String(UUID().uuidString.prefix(8))
-        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-}
 
 /// Polls `condition` every `interval` seconds until it holds or `timeout`
 /// passes. Only for real conditions that have no event to wait on (a port
@@ -175,7 +159,7 @@ final class Broker: @unchecked Sendable {
                 continue
             }
         }
-        throw lastError ?? HarnessError("mosquitto: no free port found")
+        throw lastError ?? TestFailure("mosquitto: no free port found")
     }
 
     deinit { stop() }
@@ -278,7 +262,7 @@ final class Broker: @unchecked Sendable {
         p.waitUntilExit()
         let text = newLog(since: logStart) + ((try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "")
         if text.contains("Address already in use") { throw AddressInUse(description: text) }
-        throw HarnessError("mosquitto did not start (exit \(p.terminationStatus)):\n\(text)")
+        throw TestFailure("mosquitto did not start (exit \(p.terminationStatus)):\n\(text)")
     }
 
     private func newLog(since offset: Int) -> String {
@@ -389,24 +373,24 @@ enum Net {
     /// A port that was free a moment ago: bind 127.0.0.1:0, read it, close.
     static func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw HarnessError("socket: errno \(errno)") }
+        guard fd >= 0 else { throw TestFailure("socket: errno \(errno)") }
         defer { close(fd) }
         var addr = loopback(port: 0)
-        guard withSockaddr(&addr, { bind(fd, $0, $1) }) == 0 else { throw HarnessError("bind: errno \(errno)") }
+        guard withSockaddr(&addr, { bind(fd, $0, $1) }) == 0 else { throw TestFailure("bind: errno \(errno)") }
         return try boundPort(fd)
     }
 
     /// A TCP socket listening on 127.0.0.1 at a free port, and that port.
     static func listenLoopback(backlog: Int32) throws -> (fd: Int32, port: Int) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw HarnessError("socket: errno \(errno)") }
+        guard fd >= 0 else { throw TestFailure("socket: errno \(errno)") }
         var one: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
         var addr = loopback(port: 0)
         guard withSockaddr(&addr, { bind(fd, $0, $1) }) == 0, listen(fd, backlog) == 0 else {
             let e = errno
             close(fd)
-            throw HarnessError("bind/listen: errno \(e)")
+            throw TestFailure("bind/listen: errno \(e)")
         }
         do { return (fd, try boundPort(fd)) } catch { close(fd); throw error }
     }
@@ -431,7 +415,7 @@ enum Net {
         let rc = withUnsafeMutablePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
         }
-        guard rc == 0 else { throw HarnessError("getsockname: errno \(errno)") }
+        guard rc == 0 else { throw TestFailure("getsockname: errno \(errno)") }
         return Int(UInt16(bigEndian: addr.sin_port))
     }
 
@@ -602,7 +586,7 @@ func mosquittoPub(_ endpoint: MQTTEndpoint, topic: String, message: String, qos:
     let cli = try CLIProcess(argv)
     guard let status = cli.waitExit(timeout: timeout) else {
         cli.kill9()
-        throw HarnessError("mosquitto_pub did not finish in \(timeout) s:\n\(cli.output)")
+        throw TestFailure("mosquitto_pub did not finish in \(timeout) s:\n\(cli.output)")
     }
     return (status, cli.output)
 }

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 
 /// A throwaway PKI made with the `openssl` CLI at test time (EC P-256, so
 /// it takes tens of milliseconds): a CA, a server certificate for
@@ -94,7 +95,7 @@ struct Certificates: Sendable {
         try? pipe.fileHandleForReading.close()
         p.waitUntilExit()
         guard p.terminationStatus == 0 else {
-            throw HarnessError("\(argv.joined(separator: " ")) failed (\(p.terminationStatus)):\n\(out)")
+            throw TestFailure("\(argv.joined(separator: " ")) failed (\(p.terminationStatus)):\n\(out)")
         }
         return out
     }

@@ -4,6 +4,7 @@ import Soundbox
 import SoundboxControl
 import SoundboxStore
 import SoundboxSystem
+import TestSupport
 
 /// The control socket under abuse (Hardening items 6 and 13), against the
 /// real soundboxd: a cap on clients with a "busy" ACK, idle / slow-loris /

@@ -1,6 +1,7 @@
 import Foundation
 #if canImport(Glibc)
 import Glibc
+import TestSupport
 #endif
 
 /// A TCP proxy in the test process, between a device and the broker, that
@@ -391,7 +392,7 @@ final class WakePipe: @unchecked Sendable {
     let writeFd: Int32
     init() throws {
         var fds: [Int32] = [0, 0]
-        guard pipe(&fds) == 0 else { throw HarnessError("pipe: errno \(errno)") }
+        guard pipe(&fds) == 0 else { throw TestFailure("pipe: errno \(errno)") }
         for fd in fds {
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)

@@ -16,15 +16,6 @@ enum Build {
     static let soundboxctl = binDir + "/soundboxctl"
 }
 
-final class Scratch {
-    let path: String
-    init() {
-        // Short paths: a Unix socket path must fit in 108 bytes.
-        path = "/tmp/sbx-" + String(UUID().uuidString.prefix(8))
-        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-}
 
 /// A real soundboxd in a scratch folder: its own config, database, socket,
 /// log file and sd_notify socket (how the test knows it is ready).
@@ -209,10 +200,6 @@ final class Daemon {
     }
 }
 
-struct TestFailure: Error, CustomStringConvertible {
-    let description: String
-    init(_ d: String) { description = d }
-}
 
 /// A reply: pairs, or the ACK.
 struct Reply {

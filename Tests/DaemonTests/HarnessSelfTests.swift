@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// The MQTT test infrastructure proves itself against a real mosquitto,
 /// with mosquitto_pub / mosquitto_sub as the peers.
@@ -7,7 +8,7 @@ import Testing
     // MARK: Broker
 
     @Test func plainPublishSubscribeRoundTrip() throws {
-        let tmp = TempDir()
+        let tmp = Scratch()
         let broker = try Broker(dir: tmp.path)
         #expect(broker.port > 0 && broker.tlsPort == nil)
         #expect(broker.config.contains("listener \(broker.port) 127.0.0.1\n"))
@@ -25,7 +26,7 @@ import Testing
     /// retained message and a message queued for an offline persistent
     /// session) survives the SIGKILL.
     @Test func killedAndRestartedBrokerKeepsWhatItSaved() throws {
-        let tmp = TempDir()
+        let tmp = Scratch()
         let broker = try Broker(dir: tmp.path)
         let port = broker.port
         let firstPid = broker.pid
@@ -57,7 +58,7 @@ import Testing
     }
 
     @Test func stopEndsTheBrokerAndRestartComesBack() throws {
-        let tmp = TempDir()
+        let tmp = Scratch()
         let broker = try Broker(dir: tmp.path, extraConfig: "max_keepalive 3600")
         #expect(broker.config.contains("max_keepalive 3600\nlistener"))
         broker.stop()
@@ -70,7 +71,7 @@ import Testing
     // MARK: TLS
 
     @Test func tlsClientCertificatesAndPerDeviceACL() throws {
-        let tmp = TempDir()
+        let tmp = Scratch()
         let certs = try Certificates.make(in: tmp.path + "/pki", devices: ["shop-1", "shop-2"])
         let acl = tmp.path + "/acl"
         try "pattern readwrite soundbox/v1/%u/#\n".write(toFile: acl, atomically: true, encoding: .utf8)
@@ -116,7 +117,7 @@ import Testing
     }
 
     @Test func certificatesHaveTheNamesDevicesAndBrokersCheck() throws {
-        let tmp = TempDir()
+        let tmp = Scratch()
         let certs = try Certificates.make(in: tmp.path, devices: ["shop-1"])
         let server = try Certificates.run([Certificates.openssl, "x509", "-in", certs.serverCert, "-noout", "-subject", "-ext", "subjectAltName"])
         #expect(server.contains("CN = localhost"), "\(server)")
@@ -126,7 +127,7 @@ import Testing
         let verify = try Certificates.run([Certificates.openssl, "verify", "-CAfile", certs.ca, "-verify_hostname", "localhost",
                                            "-purpose", "sslserver", certs.serverCert])
         #expect(verify.contains("OK"), "\(verify)")
-        #expect(throws: HarnessError.self) {
+        #expect(throws: TestFailure.self) {
             try Certificates.run([Certificates.openssl, "verify", "-CAfile", certs.ca, "-verify_hostname", "example.com", certs.serverCert])
         }
         let key = try Certificates.run([Certificates.openssl, "pkey", "-in", certs.serverKey, "-noout", "-text"])
@@ -166,7 +167,7 @@ import Testing
     // MARK: FaultProxy
 
     @Test func roundTripThroughTheProxy() throws {
-        let tmp = TempDir()
+        let tmp = Scratch()
         let broker = try Broker(dir: tmp.path)
         let proxy = try FaultProxy(upstreamPort: broker.port)
         #expect(proxy.port != broker.port)
@@ -183,7 +184,7 @@ import Testing
     }
 
     @Test func dropAllBreaksAConnectedSubscriber() throws {
-        let tmp = TempDir()
+        let tmp = Scratch()
         let broker = try Broker(dir: tmp.path)
         let proxy = try FaultProxy(upstreamPort: broker.port)
         let sub = try MosquittoSub(proxy.endpoint, topics: ["d"], clientID: "dropped", persistent: true)
@@ -201,7 +202,7 @@ import Testing
     }
 
     @Test func stallHoldsAPublishUntilUnstalled() throws {
-        let tmp = TempDir()
+        let tmp = Scratch()
         let broker = try Broker(dir: tmp.path)
         let proxy = try FaultProxy(upstreamPort: broker.port)
         let sub = try MosquittoSub(proxy.endpoint, topics: ["s"])
@@ -237,7 +238,7 @@ import Testing
     /// closed: the subscriber reconnects and the broker re-sends the QoS 1
     /// message with DUP set.
     @Test func cutMidPacketClosesAfterHalfAPacket() throws {
-        let tmp = TempDir()
+        let tmp = Scratch()
         let broker = try Broker(dir: tmp.path)
         let proxy = try FaultProxy(upstreamPort: broker.port)
         let sub = try MosquittoSub(proxy.endpoint, topics: ["c"], clientID: "cut", persistent: true)
@@ -254,7 +255,7 @@ import Testing
     }
 
     @Test func refuseClosesNewConnections() throws {
-        let tmp = TempDir()
+        let tmp = Scratch()
         let broker = try Broker(dir: tmp.path)
         let proxy = try FaultProxy(upstreamPort: broker.port)
         proxy.refuse(true)
@@ -268,7 +269,7 @@ import Testing
     }
 
     @Test func deinitClosesTheProxyAndItsConnections() throws {
-        let tmp = TempDir()
+        let tmp = Scratch()
         let broker = try Broker(dir: tmp.path)
         var proxy: FaultProxy? = try FaultProxy(upstreamPort: broker.port)
         let port = proxy!.port

@@ -48,16 +48,16 @@ final class FleetBroker {
             let password = "pw-\(user)-" + UUID().uuidString.prefix(8)
             passwords[user] = password
             let cli = try CLIProcess(["/usr/bin/mosquitto_passwd"] + (i == 0 ? ["-c"] : []) + ["-b", etc + "/soundbox.passwd", user, password])
-            guard cli.waitExit() == 0 else { throw HarnessError("mosquitto_passwd: \(cli.output)") }
+            guard cli.waitExit() == 0 else { throw TestFailure("mosquitto_passwd: \(cli.output)") }
         }
         self.passwords = passwords
         let template = try String(contentsOfFile: Self.confFile, encoding: .utf8)
         let settings = Self.settings(template)
         for name in without.union(set.keys) where !settings.contains(name) {
-            throw HarnessError("\(Self.confFile) has no setting \(name)")
+            throw TestFailure("\(Self.confFile) has no setting \(name)")
         }
         guard template.split(separator: "\n").contains("listener 8883") else {
-            throw HarnessError("\(Self.confFile) has no line 'listener 8883'")
+            throw TestFailure("\(Self.confFile) has no line 'listener 8883'")
         }
         let etcPath = etc
         broker = try Broker(dir: dir + "/broker") { port in
@@ -526,7 +526,7 @@ var takeoverRC: Int32 { mosquittoVersion.lexicographicallyPrecedes([2, 0, 15]) ?
     /// The client itself: protocol version, properties, and what a takeover
     /// looks like (an MQTT 5 DISCONNECT 142; mosquitto's own takeover).
     @Test func takeoverIsReportedWithItsReason() throws {
-        let tmp = TempDir()
+        let tmp = Scratch()
         let broker = try Broker(dir: tmp.path + "/broker")
         let proxy = try ProtocolProxy(upstreamPort: broker.port, mode: .forward)
         var o = MQTTClient.Options(clientID: "shop-1", host: "127.0.0.1", port: proxy.port)

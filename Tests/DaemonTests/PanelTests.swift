@@ -6,6 +6,7 @@ import SoundboxAudio
 @testable import SoundboxDaemon
 import SoundboxSystem
 import Testing
+import TestSupport
 
 /// GPIO in place of a chip: each input is a pipe the test writes edges to
 /// (its read end is what the panel polls), each output records its levels.

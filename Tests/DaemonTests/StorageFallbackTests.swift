@@ -3,6 +3,7 @@ import Soundbox
 @testable import SoundboxDaemon
 import SoundboxStore
 import Testing
+import TestSupport
 
 /// `Storage` in process: the database while it can be written, the memory
 /// journal while it cannot, and back (the daemon-level tests in

@@ -11,10 +11,6 @@ import TestSupport
 
 // MARK: - Helpers
 
-struct SigningTestError: Error, CustomStringConvertible {
-    let description: String
-    init(_ d: String) { description = d }
-}
 
 func hex(_ text: String) -> [UInt8] {
     let digits = Array(text.utf8)
@@ -46,7 +42,7 @@ func canonicalBytes(_ kind: Signature.Kind, _ text: String, device: String = "sh
     switch kind {
     case .payment:
         switch PaymentMessage.parseKeepingDocument(Array(text.utf8), maxAmount: .wordsMax) {
-        case .failure(let r): throw SigningTestError("payment refused: \(r.reason)")
+        case .failure(let r): throw TestFailure("payment refused: \(r.reason)")
         case .success(let (p, d)): document = d; content = Signature.paymentContent(p, document: d)
         }
     case .cmd, .config:
@@ -56,7 +52,7 @@ func canonicalBytes(_ kind: Signature.Kind, _ text: String, device: String = "sh
         case .success(let c): content = c
         }
     }
-    guard case .object(var members) = document else { throw SigningTestError("not an object") }
+    guard case .object(var members) = document else { throw TestFailure("not an object") }
     if !members.contains(where: { $0.0 == "sig" }) { members.append(("sig", .string(placeholderSig))) }
     let envelope: Signature.Envelope
     switch Signature.envelope(.object(members), kind: kind, device: device) {
@@ -69,38 +65,24 @@ func canonicalBytes(_ kind: Signature.Kind, _ text: String, device: String = "sh
     }
 }
 
-/// A temporary folder, removed by `remove()`.
-struct TempDir {
-    let path: String
-    init(_ prefix: String = "signing") throws {
-        path = FileManager.default.temporaryDirectory.appendingPathComponent("\(prefix)-\(UUID().uuidString.prefix(8))").path
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-    func remove() { try? FileManager.default.removeItem(atPath: path) }
-    func write(_ name: String, _ bytes: [UInt8]) throws -> String {
-        let file = path + "/" + name
-        try Data(bytes).write(to: URL(fileURLWithPath: file))
-        return file
-    }
-}
 
 /// Runs a command to its end; throws unless it exits 0. Returns its stdout.
 @discardableResult
 func runOK(_ command: [String], sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
     let r = try CommandRun(command, environment: ["PATH": "/usr/bin:/bin", "LC_ALL": "C"], timeout: 60)
     guard r.status == 0, !r.timedOut else {
-        throw SigningTestError("\(command.joined(separator: " ")) exited \(r.status): \(r.stderr)")
+        throw TestFailure("\(command.joined(separator: " ")) exited \(r.status): \(r.stderr)")
     }
     return r.stdout
 }
 
 /// An Ed25519 key pair made by the openssl CLI: priv.pem, pub.pem.
 struct OpenSSLKeyPair {
-    let dir: TempDir
+    let dir: Scratch
     var priv: String { dir.path + "/priv.pem" }
     var pub: String { dir.path + "/pub.pem" }
     init() throws {
-        dir = try TempDir("ossl")
+        dir = Scratch("ossl")
         do {
             try runOK(["/usr/bin/openssl", "genpkey", "-algorithm", "ed25519", "-out", dir.path + "/priv.pem"])
             try runOK(["/usr/bin/openssl", "pkey", "-in", dir.path + "/priv.pem", "-pubout", "-out", dir.path + "/pub.pem"])
@@ -427,7 +409,7 @@ struct Tamper: Sendable, CustomTestStringConvertible {
     @Test(arguments: [Signature.Kind.cmd, .config])
     func everyContentMemberIsCovered(_ kind: Signature.Kind) throws {
         let text = kind == .cmd ? Self.cmd : Self.config
-        guard case .object(let members) = try json(text) else { throw SigningTestError("not an object") }
+        guard case .object(let members) = try json(text) else { throw TestFailure("not an object") }
         let original = try canonicalBytes(kind, text)
         let content = try Signature.content(try json(text)).get()
         #expect(!content.isEmpty)
@@ -440,7 +422,7 @@ struct Tamper: Sendable, CustomTestStringConvertible {
             case .number(let n): changed = .number(n + "1")
             case .bool(let b): changed = .bool(!b)
             case .object(let inner): changed = .object(inner + [("extra", .string("1"))])
-            default: throw SigningTestError("unexpected \(value)")
+            default: throw TestFailure("unexpected \(value)")
             }
             var edited = members
             edited[i].1 = changed
@@ -485,7 +467,7 @@ struct Tamper: Sendable, CustomTestStringConvertible {
     ])
     func canonicalRefusesControlCharactersAndEqualsInKeys(_ text: String) throws {
         var members: [(String, JSONValue)]
-        guard case .object(let m) = try json(text) else { throw SigningTestError("not an object") }
+        guard case .object(let m) = try json(text) else { throw TestFailure("not an object") }
         members = m
         members += [("ts", .number("1")), ("nonce", .string("n")), ("sig", .string(placeholderSig))]
         let document = JSONValue.object(members)

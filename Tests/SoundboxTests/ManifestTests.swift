@@ -1,6 +1,7 @@
 import Glibc
 @testable import Soundbox
 import Testing
+import TestSupport
 
 /// `manifest.json` read without Foundation: every field checked, a hostile
 /// file named with the key and what is wrong, never a crash.
@@ -54,9 +55,8 @@ import Testing
     }
 
     @Test func aFileThatIsNotAManifestIsRefusedWithItsPath() throws {
-        let dir = "/tmp/sbx-manifest-\(getpid())"
-        mkdir(dir, 0o755)
-        defer { _ = unlink(dir + "/manifest.json"); rmdir(dir) }
+        let scratch = Scratch("sbx-manifest")
+        let dir = scratch.path
         #expect(throws: VoicePackError(path: dir + "/manifest.json", message: "no manifest.json here: is this a voice pack folder?")) {
             try VoicePackManifest.load(directory: dir)
         }
@@ -73,9 +73,8 @@ import Testing
     }
 
     @Test func filesReadListAndBound() throws {
-        let dir = "/tmp/sbx-files-\(getpid())"
-        mkdir(dir, 0o755)
-        defer { for n in Files.list(dir) { unlink(dir + "/" + n) }; rmdir(dir) }
+        let scratch = Scratch("sbx-files")
+        let dir = scratch.path
         let fd = open(dir + "/a", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
         let content = [UInt8]((0..<40000).map { UInt8($0 % 251) })
         _ = content.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }

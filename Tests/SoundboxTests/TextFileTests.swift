@@ -1,17 +1,14 @@
 import Glibc
 import Soundbox
 import Testing
+import TestSupport
 
 /// Issue 18, field defects: settings written on Windows (CRLF, a byte order
 /// mark), hostile values (10 MB, invisible characters), and files that are
 /// not what they seem (a symbolic link loop, a folder, too large).
 @Suite final class TextFileTests {
-    let dir = "/tmp/sbx-text-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-    init() { mkdir(dir, 0o755) }
-    deinit {
-        for name in Files.list(dir) { unlink(dir + "/" + name) }
-        rmdir(dir)
-    }
+    let scratch = Scratch("sbx-text")
+    var dir: String { scratch.path }
 
     func write(_ name: String, _ bytes: [UInt8]) -> String {
         let path = dir + "/" + name

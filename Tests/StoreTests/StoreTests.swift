@@ -3,6 +3,7 @@ import Soundbox
 @testable import SoundboxStore
 import Synchronization
 import Testing
+import TestSupport
 
 /// 2023-11-14 22:13:20 UTC in Unix ms: receipts made at `t0` carry ts 1700000000.
 let t0: Int64 = 1_700_000_000_000
@@ -39,13 +40,9 @@ final class FakeClock: @unchecked Sendable {
 }
 
 final class TempDB {
-    let dir: String
+    private let scratch = Scratch("sbs")
+    var dir: String { scratch.path }
     var path: String { dir + "/soundbox.db" }
-    init() {
-        dir = FileManager.default.temporaryDirectory.appendingPathComponent("soundbox-store-\(UUID().uuidString)").path
-        try! FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-    }
-    deinit { try? FileManager.default.removeItem(atPath: dir) }
 }
 
 @Suite struct StoreTests {

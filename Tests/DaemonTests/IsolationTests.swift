@@ -2,11 +2,12 @@ import Foundation
 import Testing
 import Soundbox
 import SoundboxStore
+import TestSupport
 
-/// Requests never starve payments; one shutdown deadline; one daemon per
+/// What must stay apart: requests never starve payments; one shutdown deadline; one daemon per
 /// state folder; a stolen session is noticed; logs cannot be forged
 /// (issue "Hardening", items 5, 7, 10, 17).
-@Suite struct ServiceLifeTests {
+@Suite struct IsolationTests {
     /// 20 replays asked for at once, then a payment: the payment is spoken
     /// after at most the one replay already speaking; the queue of requests
     /// is bounded (the rest are refused, said so); asking for the same
