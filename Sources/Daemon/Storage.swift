@@ -1,3 +1,6 @@
+// ~430 lines, one owner: every service reaches the queue through this one
+// type (database or memory journal behind one lock); it shrinks as each
+// service is given only what it uses.
 import Soundbox
 import SoundboxStore
 import Synchronization
