@@ -9,13 +9,15 @@ import Synchronization
 struct Commands: Sendable {
     /// What the handlers use.
     struct Context: Sendable {
-        let device: Device
+        /// What status and doctor report.
+        let device: DeviceState
         let ingest: Ingest
+        let scheduler: Scheduler
+        let changes: Changes
         var settings: Settings { device.settings }
         var storage: Storage { device.storage }
-        var scheduler: Scheduler { device.scheduler }
-        /// Something the backend sees changed (settings, volume).
-        func changed() { ingest.outbox.notify() }
+        /// Something status and the LED show changed (settings, volume).
+        func changed() { changes.post(.state) }
     }
     typealias Handler = @Sendable (Context, [String]) throws(ControlAck) -> ControlReply
     struct Command: Sendable {
@@ -107,18 +109,16 @@ struct Commands: Sendable {
     }
 
     static func replay(_ c: Context, _ a: [String]) throws(ControlAck) -> ControlReply {
-        let found: Entry?
-        do {
-            if let id = a.first { found = try c.storage.entry(id: id) } else { found = try c.storage.history(limit: 1).first }
-        } catch {
+        let found: (entry: Entry, queued: Bool)?
+        do { found = try c.scheduler.replay(id: a.first) } catch {
             throw ControlAck(.system, command: "replay", error.description)
         }
-        guard let entry = found else {
+        guard let found else {
             throw ControlAck(.noExist, command: "replay", a.first.map { "no payment with id '\($0)'" } ?? "no payment yet")
         }
-        guard c.scheduler.submit(.replay(entry.payment)) != nil else { throw busy("replay") }
+        guard found.queued else { throw busy("replay") }
         var r = ControlReply()
-        r.add("id", entry.payment.id)
+        r.add("id", found.entry.payment.id)
         r.add("status", "queued")
         return r
     }
@@ -169,7 +169,7 @@ struct Commands: Sendable {
         }
         if a.first != nil {
             defer { c.changed() }
-            do { try c.settings.set(["audio.volume": "\(level)"], from: .local) } catch {
+            do { try c.settings.set([IntKey.audioVolume.key.name: "\(level)"], from: .local) } catch {
                 throw ControlAck(.system, command: "volume", error.description)
             }
         }

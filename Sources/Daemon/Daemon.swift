@@ -128,25 +128,27 @@ public enum Daemon {
         let config = settings.current
         voices.pack(config[.voiceLang], from: bank)
 
-        // 3. Ingest and the scheduler.
-        let wake = Wakeup(), outbox = Wakeup()
-        let ingest = Ingest(storage: storage, settings: settings, voices: voices, scheduler: wake, outbox: outbox)
-        let scheduler = Scheduler(storage: storage, settings: settings, voices: voices, bank: bank, wake: wake, outbox: outbox,
+        // 3. Ingest and the scheduler; what the device shows.
+        let wake = Wakeup(), changes = Changes()
+        let ingest = Ingest(storage: storage, settings: settings, voices: voices, scheduler: wake, changes: changes)
+        let scheduler = Scheduler(storage: storage, settings: settings, voices: voices, bank: bank, wake: wake, changes: changes,
                                   environment: environment)
-        prune(storage, config, log)
+        scheduler.pruneHistory()
         let configDir = (configPath ?? Config.defaultPath).split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
         let deviceID = config[.deviceID].isEmpty ? hostname() : config[.deviceID]
         let signing = Signing(config: config, device: deviceID, storage: storage, environment: environment)
-        let device = Device(settings: settings, storage: storage, scheduler: scheduler, voices: voices, signing: signing,
-                            link: Shared(LinkStatus()), gpio: Shared([]), started: started, environment: environment,
-                            provisioningFaultPath: (configDir.isEmpty ? "." : configDir) + "/provisioning.fault")
+        let device = DeviceState(settings: settings, storage: storage, voices: voices, signing: signing,
+                                 playback: scheduler.status, link: Shared(LinkStatus()), gpio: Shared([]),
+                                 started: started, environment: environment,
+                                 provisioningFaultPath: (configDir.isEmpty ? "." : configDir) + "/provisioning.fault")
 
         // 4. The control socket is bound now (a live one means another
         //    soundboxd: refused before the broker is contacted) and served last.
         let server: ControlServer
         do {
             server = try ControlServer(path: config[.controlSocket], group: config[.controlGroup],
-                                       commands: Commands(context: .init(device: device, ingest: ingest)))
+                                       commands: Commands(context: .init(device: device, ingest: ingest, scheduler: scheduler,
+                                                                         changes: changes)))
         } catch {
             log.error("control_socket_failed", ["error": error.description])
             printErr(error.description)
@@ -160,7 +162,8 @@ public enum Daemon {
             do {
                 let uplink = try Uplink(config: config, deviceID: deviceID, device: device, ingest: ingest,
                                         remote: RemoteControl(settings: settings, storage: storage, ingest: ingest, scheduler: scheduler,
-                                                              signing: signing))
+                                                              signing: signing, changes: changes),
+                                        changes: changes, onLink: { scheduler.linkChanged($0) })
                 try uplink.connect()
                 services.start(uplink)
             } catch {
@@ -172,7 +175,7 @@ public enum Daemon {
         }
         // 6. Mute switch, buttons, LED (the box runs on without them).
         if config[.gpioEnabled] {
-            let panel = Panel(device: device, changed: outbox, backend: gpio, config: config)
+            let panel = Panel(device: device, scheduler: scheduler, changed: changes, backend: gpio, config: config)
             panel.open(config)
             if panel.hasLines { services.start(panel) }
         }
@@ -198,7 +201,7 @@ public enum Daemon {
             if sig == SIGHUP {
                 reload(settings, configPath: configPath, flags: flags, log: log)
                 signing.reload()
-                outbox.notify()   // the status and the LED may have changed (audio.mute in the file)
+                changes.post(.state)   // the status and the LED may have changed (audio.mute in the file)
                 continue
             }
             if notifier.watchdogInterval != nil && healthy(scheduler) { notifier.send("WATCHDOG=1") }
@@ -233,17 +236,6 @@ public enum Daemon {
             log.info("reloaded", ["file": configPath ?? Config.defaultPath])
         } catch {
             log.error("reload_failed", ["error": error.description, "kept": "previous settings"])
-        }
-    }
-
-    static func prune(_ storage: Storage, _ config: Config, _ log: Log) {
-        let now = SystemClock.nowMs()
-        let keepMs = Int64(config[.queueRetentionDays]) * 86_400_000
-        do {
-            let n = try storage.prune(now: now, retention: keepMs, keep: config[.queueHistoryMax])
-            if n > 0 { log.info("pruned", ["entries": "\(n)"]) }
-        } catch {
-            log.error("prune_failed", ["error": error.description])
         }
     }
 

@@ -4,7 +4,7 @@ import Soundbox
 
 /// `doctor`: one record per check, each OK or a fix-it hint.
 enum Doctor {
-    static func run(_ d: Device) -> ControlReply {
+    static func run(_ d: DeviceState) -> ControlReply {
         var r = ControlReply()
         func check(_ name: String, _ status: String, _ detail: String, _ hint: String? = nil) {
             r.add("check", name)
@@ -13,7 +13,7 @@ enum Doctor {
             if let hint, status != "ok" { r.add("hint", hint) }
         }
         let config = d.settings.current
-        if let audioFault = d.scheduler.status.withLock({ $0.audioFault }) {
+        if let audioFault = d.playback.withLock({ $0.audioFault }) {
             check("audio", "fail", "\(OutputName.of(config)): \(audioFault)",
                   "check the speaker's cable or USB plug; `aplay -l` lists sound cards; audio.device names the one to use")
         } else {

@@ -30,16 +30,16 @@ final class Ingest: Sendable {
     private let voices: Voices
     /// Wakes the scheduler: a payment is waiting.
     private let scheduler: Wakeup
-    /// Wakes the uplink: a receipt is waiting to be sent.
-    let outbox: Wakeup
+    /// Told of each receipt: the uplink sends it.
+    private let changes: Changes
     private let log = Log("ingest")
 
-    init(storage: Storage, settings: Settings, voices: Voices, scheduler: Wakeup, outbox: Wakeup) {
-        self.storage = storage; self.settings = settings; self.voices = voices; self.scheduler = scheduler; self.outbox = outbox
+    init(storage: Storage, settings: Settings, voices: Voices, scheduler: Wakeup, changes: Changes) {
+        self.storage = storage; self.settings = settings; self.voices = voices; self.scheduler = scheduler; self.changes = changes
     }
 
     func accept(_ payment: Payment) -> IngestResult {
-        defer { outbox.notify() }
+        defer { changes.post(.receipt) }
         let config = settings.current
         if let problem = Payment.problem(withID: payment.id) { return reject(payment.id, problem) }
         if payment.amount > config[.paymentMaxAmount] {
@@ -73,7 +73,7 @@ final class Ingest: Sendable {
     /// `rejected` receipt with the reason, and a log line.
     @discardableResult
     func reject(_ id: String?, _ reason: String, kind: Signature.Kind = .payment) -> IngestResult {
-        defer { outbox.notify() }
+        defer { changes.post(.receipt) }
         log.warning("rejected", ["id": id ?? "-", "reason": reason, "kind": kind.rawValue])
         let now = SystemClock.nowMs()
         storage.recordReceipt(.rejected(id: id, reason: reason, kind: kind == .payment ? nil : kind.rawValue, at: now), now: now)

@@ -10,8 +10,11 @@ import Synchronization
 /// until an edge, a gesture deadline or an LED blink is due.
 final class Panel: Service, @unchecked Sendable {
     let name = "panel"
-    private let device: Device
-    private let changed: Wakeup
+    /// What the LED shows (muted, a fault, the link); the panel writes `gpio`.
+    private let device: DeviceState
+    /// Where the buttons' requests go (prompts, replay, today's total).
+    private let scheduler: Scheduler
+    private let changed: Changes
     private let backend: any GPIOBackend
     private let log = Log("gpio")
     private var mute: (any EdgeInput)?
@@ -20,19 +23,21 @@ final class Panel: Service, @unchecked Sendable {
     private var gestures: Gestures
     private let debounce: Double
     private var stopPipe: [Int32] = [-1, -1]
-    /// Signalled whenever the daemon's state changes (`changed`): what the
-    /// LED shows is looked at again then, and only then.
+    /// Signalled whenever what the LED shows may have changed (`.state`
+    /// changes): it is looked at again then, and only then.
     private let changes = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
     /// The mute switch moved at this time: its level counts once it has
     /// been still for the debounce time.
     private var muteSettlesAt: Double?
 
-    /// - Parameter changed: woken when the volume or the mute switch changed (the uplink publishes status).
-    init(device: Device, changed: Wakeup, backend: any GPIOBackend, config: Config) {
+    /// - Parameter changed: told when the volume or the mute switch changed
+    ///   (the uplink publishes status); tells the panel of `.state` changes.
+    init(device: DeviceState, scheduler: Scheduler, changed: Changes, backend: any GPIOBackend, config: Config) {
         self.device = device
+        self.scheduler = scheduler
         self.changed = changed
         self.backend = backend
-        changed.alsoSignal(eventfd: changes)
+        changed.signalState(eventfd: changes)
         debounce = Double(config[.gpioDebounce]) / 1000
         var timing = Gestures.Timing()
         timing.debounce = debounce
@@ -119,7 +124,7 @@ final class Panel: Service, @unchecked Sendable {
     private func setMuted(_ on: Bool) {
         guard device.settings.switchMuted.exchange(on, ordering: .relaxed) != on else { return }
         log.info("mute_switch", ["on": "\(on)"])
-        changed.notify()
+        changed.post(.state)
     }
 
     private func perform(_ action: Gestures.Action) {
@@ -129,13 +134,13 @@ final class Panel: Service, @unchecked Sendable {
             let old = device.settings.current[.audioVolume]
             let new = max(0, min(10, old + (action == .volumeUp ? 1 : -1)))
             _ = try? device.settings.set([IntKey.audioVolume.key.name: "\(new)"], from: .local)
-            changed.notify()
-            if new == 10 { _ = device.scheduler.submit(.prompt(.volumeMax)) }
-            if new == 0 { _ = device.scheduler.submit(.prompt(.volumeMin)) }
+            changed.post(.state)
+            if new == 10 { _ = scheduler.submit(.prompt(.volumeMax)) }
+            if new == 0 { _ = scheduler.submit(.prompt(.volumeMin)) }
         case .replayLast:
-            if let last = try? device.storage.history(limit: 1).first { _ = device.scheduler.submit(.replay(last.payment)) }
+            _ = try? scheduler.replay(id: nil)
         case .summary:
-            _ = device.scheduler.submit(.summary)
+            _ = scheduler.submit(.summary)
         }
     }
 }

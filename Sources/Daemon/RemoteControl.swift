@@ -7,12 +7,15 @@ struct RemoteControl: Sendable {
     let ingest: Ingest
     let scheduler: Scheduler
     let signing: Signing
+    /// Told when a config changed what status and the LED show.
+    let changes: Changes
     private let log = Log("mqtt")
     /// The `meta` key holding the last config applied from the broker.
     static let lastConfigKey = "remote_config"
 
-    init(settings: Settings, storage: Storage, ingest: Ingest, scheduler: Scheduler, signing: Signing) {
+    init(settings: Settings, storage: Storage, ingest: Ingest, scheduler: Scheduler, signing: Signing, changes: Changes) {
         self.settings = settings; self.storage = storage; self.ingest = ingest; self.scheduler = scheduler; self.signing = signing
+        self.changes = changes
     }
 
     /// A config message: validates every key (only remote-scope keys are
@@ -68,7 +71,7 @@ struct RemoteControl: Sendable {
         do {
             let now = try settings.set(changes, from: .remote, meta: meta)
             log.info("config_applied", ["keys": changes.keys.sorted().joined(separator: ",")])
-            ingest.outbox.notify()
+            self.changes.post(.state)
             var config = JSONObject()
             for (k, v) in now.effective { config.add(k.name, v) }
             var answer = JSONObject()
@@ -76,7 +79,7 @@ struct RemoteControl: Sendable {
             answer.add("config", config)
             return answer.text
         } catch {
-            ingest.outbox.notify()
+            self.changes.post(.state)
             return Self.refusal(error: error.description)
         }
     }
@@ -125,13 +128,11 @@ struct RemoteControl: Sendable {
             log.info("cmd", ["cmd": "say", "id": p.id])
             _ = ingest.accept(p)
         case .success(.replay(let id)):
-            let entry = try? (id.map { try storage.entry(id: $0) } ?? storage.history(limit: 1).first)
-            guard let entry = entry ?? nil else {
+            guard let found = (try? scheduler.replay(id: id)) ?? nil else {
                 log.warning("cmd_rejected", ["cmd": "replay", "reason": "no such payment", "id": id ?? "-"])
                 return
             }
-            log.info("cmd", ["cmd": "replay", "id": entry.payment.id])
-            _ = scheduler.submit(.replay(entry.payment))
+            log.info("cmd", ["cmd": "replay", "id": found.entry.payment.id])
         case .success(.summary):
             log.info("cmd", ["cmd": "summary"])
             _ = scheduler.submit(.summary)

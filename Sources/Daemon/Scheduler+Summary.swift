@@ -69,7 +69,7 @@ extension Scheduler {
         case .success(.completed):
             let ids = storage.finishSummary(group, now: now)
             status.withLock { $0.lastID = members.last!.payment.id }
-            outbox.notify()
+            changes.post(.receipt)
             log.info("played", ["summary": "\(group)", "payments": "\(ids.count)"])
         case .success(.interrupted) where stopping.load(ordering: .relaxed):
             log.info("interrupted", ["summary": "\(group)"])   // left `playing`: spoken again after the restart

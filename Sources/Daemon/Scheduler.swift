@@ -40,12 +40,13 @@ final class UserJob: @unchecked Sendable {
 /// thread, which alone touches the voice bank and the audio output.
 final class Scheduler: Service, @unchecked Sendable {
     let name = "scheduler"
+    /// What it is doing, for status, doctor and the LED (written here only).
     struct Status: Sendable {
         var speaking = false
         var lastID: String?
         var audioFault: String?
     }
-    let status = Mutex(Status())
+    let status: Shared<Status>
     /// Monotonic time of the last sign of life, for the watchdog.
     let heartbeat = Atomic<Int64>(0)
     let stopping = Atomic<Bool>(false)
@@ -55,8 +56,8 @@ final class Scheduler: Service, @unchecked Sendable {
     let voices: Voices
     /// Woken when work arrives; `isIdle` when there is none.
     let wake: Wakeup
-    /// Woken when a receipt is waiting (the uplink).
-    let outbox: Wakeup
+    /// Told of receipts waiting and of faults that came or went.
+    let changes: Changes
     private let requests = Mutex(RequestQueue<UserJob>(capacity: 16))
     private let environment: [String: String]
     let log = Log("queue")
@@ -76,10 +77,10 @@ final class Scheduler: Service, @unchecked Sendable {
     /// offline summary may be due.
     let summaryArmedAt = Mutex<Double?>(SystemClock.monotonic())
 
-    init(storage: Storage, settings: Settings, voices: Voices, bank: VoiceBank, wake: Wakeup, outbox: Wakeup,
-         environment: [String: String]) {
+    init(storage: Storage, settings: Settings, voices: Voices, bank: VoiceBank, wake: Wakeup, changes: Changes,
+         status: Shared<Status> = Shared(Status()), environment: [String: String]) {
         self.storage = storage; self.settings = settings; self.voices = voices; self.bank = bank
-        self.wake = wake; self.outbox = outbox; self.environment = environment
+        self.wake = wake; self.changes = changes; self.status = status; self.environment = environment
         outputChoice = OutputChoice(settings.current)
     }
 
@@ -97,6 +98,15 @@ final class Scheduler: Service, @unchecked Sendable {
         case .refused:
             log.warning("request_refused", ["request": kind.key, "reason": "too many requests waiting"])
             return nil
+        }
+    }
+
+    /// What the broker link tells the speaker: a (re)connect arms the
+    /// offline summary; a link prompt is spoken between payments.
+    func linkChanged(_ event: LinkEvent) {
+        switch event {
+        case .connected: armSummary()
+        case .prompt(let p): _ = submit(.prompt(p))
         }
     }
 
@@ -123,7 +133,7 @@ final class Scheduler: Service, @unchecked Sendable {
             } else {
                 // While storage is failing, look again every few seconds.
                 let retrying = storage.retry()
-                if wasRetrying && !retrying { outbox.notify() }   // recovered: status and LED
+                if wasRetrying && !retrying { changes.post(.state) }   // recovered: status and LED
                 wasRetrying = retrying
                 wake.waitForWork(timeout: retrying ? 5 : nil)
             }
@@ -180,10 +190,10 @@ final class Scheduler: Service, @unchecked Sendable {
     func finish(_ item: Storage.Item, _ state: PaymentState, _ reason: String?) {
         storage.finish(item, state, reason: reason, now: SystemClock.nowMs())
         status.withLock { $0.lastID = item.payment.id }
-        outbox.notify()
+        changes.post(.receipt)
         if SystemClock.monotonic() - lastPrune >= 3600 {
             lastPrune = SystemClock.monotonic()
-            Daemon.prune(storage, settings.current, log)
+            pruneHistory()
         }
         if let reason {
             log.warning(state.rawValue, ["id": item.payment.id, "reason": reason])
@@ -270,13 +280,44 @@ final class Scheduler: Service, @unchecked Sendable {
             }
             // For bench/: when the first audible sample went to the device (Unix µs).
             if let t = out.firstAudibleUs { log.debug("audio_start", ["t_us": "\(t)", "frames": "\(samples.count)"]) }
-            status.withLock { $0.audioFault = nil }
+            noteAudioFault(nil)
             return .success(outcome)
         } catch {
             log.error("audio_failed", ["output": "\(outputChoice)", "error": error.description])
-            status.withLock { $0.audioFault = error.description }
+            noteAudioFault(error.description)
             return .failure(error)
         }
+    }
+
+    /// An audio fault came or went: status and the LED show it.
+    private func noteAudioFault(_ fault: String?) {
+        let was = status.withLock { s in
+            defer { s.audioFault = fault }
+            return s.audioFault
+        }
+        if (was == nil) != (fault == nil) { changes.post(.state) }
+    }
+
+    /// Deletes what queue.retention_days and queue.history_max no longer
+    /// keep: at start, then at most hourly after a payment.
+    func pruneHistory() {
+        let config = settings.current
+        do {
+            let n = try storage.prune(now: SystemClock.nowMs(), retention: Int64(config[.queueRetentionDays]) * 86_400_000,
+                                      keep: config[.queueHistoryMax])
+            if n > 0 { log.info("pruned", ["entries": "\(n)"]) }
+        } catch {
+            log.error("prune_failed", ["error": error.description])
+        }
+    }
+
+    /// Queues a replay of payment `id`, or of the last one: the entry, and
+    /// whether it was queued (false: too many requests wait); nil when
+    /// there is no such payment.
+    func replay(id: String?) throws(StoreError) -> (entry: Entry, queued: Bool)? {
+        let found = if let id { try storage.entry(id: id) } else { try storage.history(limit: 1).first }
+        guard let entry = found else { return nil }
+        return (entry, submit(.replay(entry.payment)) != nil)
     }
 
     /// The output `audio.*` selects. The device, file and kind are fixed

@@ -1,16 +1,19 @@
 import Soundbox
 import Synchronization
 
-/// What the device is doing and what is wrong with it: read by `status`,
-/// `doctor`, the retained MQTT status and the LED.
-struct Device: Sendable {
+/// What the device is doing and what is wrong with it, as `status`,
+/// `doctor`, the retained MQTT status and the LED read it: views, not
+/// services to call. Each part that changes has one writer: the
+/// scheduler `playback`, the uplink `link`, the panel `gpio`.
+struct DeviceState: Sendable {
     let settings: Settings
     let storage: Storage
-    let scheduler: Scheduler
     let voices: Voices
     /// The backend's public keys and the signature checks (docs/signing.md).
     let signing: Signing
-    /// The broker link's state, kept by the uplink.
+    /// What the scheduler is speaking, the last payment, an audio fault.
+    let playback: Shared<Scheduler.Status>
+    /// The broker link's state, kept by the uplink (`enabled` false without one).
     let link: Shared<LinkStatus>
     /// GPIO lines that could not be had, for doctor (empty: all fine).
     let gpio: Shared<[String]>
@@ -36,7 +39,7 @@ struct Device: Sendable {
     var faults: [String] {
         var faults: [String] = []
         if storage.fault != nil || storage.damagedWAL != nil { faults.append("storage") }
-        if scheduler.status.withLock({ $0.audioFault }) != nil { faults.append("audio") }
+        if playback.withLock({ $0.audioFault }) != nil { faults.append("audio") }
         if !voices.health(default: settings.current[.voiceLang]).ok { faults.append("voice") }
         if link.withLock({ $0.takeover }) { faults.append("takeover") }
         if provisioningFault != nil { faults.append("provisioning") }
@@ -67,10 +70,10 @@ struct StatusReport {
     /// "off", "connecting", "connected", "taken over".
     var mqtt: String
 
-    static func make(_ d: Device) -> StatusReport {
+    static func make(_ d: DeviceState) -> StatusReport {
         _ = d.storage.checkFile()   // a database file deleted meanwhile is restored now
         let config = d.settings.current
-        let s = d.scheduler.status.withLock { $0 }
+        let s = d.playback.withLock { $0 }
         let link = d.link.withLock { $0 }
         return StatusReport(
             speaking: s.speaking, volume: config[.audioVolume], muted: d.settings.muted,

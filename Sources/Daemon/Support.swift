@@ -73,19 +73,11 @@ public final class Wakeup: @unchecked Sendable {
     private let cond = Condition()
     private var signaled = false     // guarded by cond
     private var idle = false         // guarded by cond
-    /// Descriptors (eventfd) also signalled, for a thread that sleeps in poll(2).
-    private var descriptors: [Int32] = []   // guarded by cond
 
     /// Work arrived (or stop was asked): the scheduler looks again.
     public func notify() {
-        cond.broadcast {
-            signaled = true; idle = false
-            for fd in descriptors { var one: UInt64 = 1; _ = write(fd, &one, 8) }
-        }
+        cond.broadcast { signaled = true; idle = false }
     }
-
-    /// Each `notify` also adds one to the eventfd `fd`.
-    func alsoSignal(eventfd fd: Int32) { cond.broadcast { descriptors.append(fd) } }
 
     /// Scheduler: block until notified (or `timeout` passes). If nothing
     /// was signalled since the last look, the scheduler is idle — unless

@@ -11,25 +11,31 @@ import Synchronization
 /// broker's PUBACK only leaves once they are stored. Receipts go out through
 /// `ReceiptSender`; the retained status when it changes; config and
 /// commands are `RemoteControl`'s. The link's state, and whether another
-/// client keeps taking the session (`TakeoverWatch`), are in `device.link`;
-/// `LinkPrompts` decides when 网络已断开 / 网络已连接 are spoken.
+/// client keeps taking the session (`TakeoverWatch`), are kept in one
+/// place, `device.link`, which status, doctor and the LED read;
+/// `LinkPrompts` decides when 网络已断开 / 网络已连接 are spoken, and the
+/// scheduler hears of them and of each connect as `LinkEvent`s.
 final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
     let name = "mqtt"
     let topics: Topics
     private let deviceID: String
     private var client: MQTTClient!   // set once in init (it needs self as its delegate)
-    private let device: Device
+    /// What the retained status reports; the uplink writes its `link`.
+    private let device: DeviceState
     private let ingest: Ingest
     private let remote: RemoteControl
     private let receipts: ReceiptSender
+    private let changes: Changes
     /// Wakes the sender thread: a receipt waits, the link changed, stop.
     private let events: Wakeup
+    private let onLink: @Sendable (LinkEvent) -> Void
     private let log = Log("mqtt")
     private let stopping = Atomic<Bool>(false)
     private let deadline = Mutex<Double>(0)
 
+    /// The sender thread's and the network thread's timers (the link's
+    /// state itself is `device.link`).
     private struct State {
-        var connected = false
         var status = StatusThrottle()
         var prompts = LinkPrompts()
         var takeover: TakeoverWatch
@@ -37,11 +43,15 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
     private let state: Mutex<State>
 
     /// Makes the client (nothing is sent yet).
-    init(config: Config, deviceID: String, device: Device, ingest: Ingest, remote: RemoteControl) throws(MQTTError) {
+    /// - Parameter onLink: told of each connect and of the link prompts to speak (the scheduler).
+    init(config: Config, deviceID: String, device: DeviceState, ingest: Ingest, remote: RemoteControl, changes: Changes,
+         onLink: @escaping @Sendable (LinkEvent) -> Void) throws(MQTTError) {
         self.device = device
         self.ingest = ingest
         self.remote = remote
-        events = ingest.outbox
+        self.changes = changes
+        self.onLink = onLink
+        events = changes.uplink
         receipts = ReceiptSender(storage: device.storage)
         self.deviceID = deviceID
         state = Mutex(State(takeover: TakeoverWatch(reconnectMax: config[.mqttReconnectMax])))
@@ -75,7 +85,7 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
             events.waitForWork(timeout: wait)
         }
         receipts.pump(client, topic: topics.receipt)
-        if state.withLock({ $0.connected }) {
+        if device.link.withLock({ $0.connected }) {
             // A clean goodbye: the will is not published, so say it ourselves.
             _ = try? client.publish(topics.status, #"{"online":false}"#, retain: true)
         }
@@ -102,7 +112,7 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
         }
         let prompt = state.withLock { s -> Prompt? in
             let now = SystemClock.monotonic()
-            s.connected = true; s.status.reconnected()
+            s.status.reconnected()
             s.takeover.connected(at: now)
             return s.prompts.connected(at: now)
         }
@@ -114,17 +124,16 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
         }
         log.info("connected", ["payment_topic": topics.payment, "mqtt": "\(client.protocolVersion)"])
         // What waited at the broker while the box was away arrives now.
-        device.scheduler.armSummary()
+        onLink(.connected)
         device.link.withLock { $0.connected = true; $0.lastError = nil; $0.protocolLevel = client.protocolVersion }
         speak(prompt)
-        events.notify()
+        changes.post(.state)
     }
 
     func mqttDisconnected(rc: Int32) {
         receipts.disconnected()
         let certain = MQTTClient.isSessionTakeover(rc: rc)
         let (holdOff, takenOver, wasTakenOver) = state.withLock { s in
-            s.connected = false
             let was = s.takeover.isTakenOver
             // A broker that hands our session to another client closes the
             // connection (rc 7, "connection lost"; MQTT 5 brokers from
@@ -149,7 +158,7 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
             }
             client.delayReconnect(atLeast: holdOff)
         }
-        events.notify()   // the sender thread times the loss prompt (checkLink)
+        changes.post(.state)   // the LED; the sender thread times the loss prompt (checkLink)
     }
 
     func mqttMessage(topic: String, payload: [UInt8], retained: Bool) {
@@ -198,7 +207,7 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
     /// Publishes the retained status when it changed, at most twice a
     /// second; returns how long to wait before trying again, if pending.
     private func publishStatus() -> Double? {
-        guard state.withLock({ $0.connected }) else { return nil }
+        guard device.link.withLock({ $0.connected }) else { return nil }
         let report = StatusReport.make(device)
         let text = report.json(uptime: false)
         let now = SystemClock.monotonic()
@@ -227,7 +236,7 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
         }
         if cleared {
             device.link.withLock { $0.takeover = false }
-            events.notify()   // status and LED
+            changes.post(.state)
             log.info("session_stable", ["client_id": deviceID])
         }
         speak(prompt)
@@ -237,8 +246,17 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
     /// A link prompt `LinkPrompts` decided on, when mqtt.link_prompts is on.
     private func speak(_ prompt: Prompt?) {
         guard let prompt, device.settings.current[.mqttLinkPrompts] else { return }
-        _ = device.scheduler.submit(.prompt(prompt))
+        onLink(.prompt(prompt))
     }
+}
+
+/// What the broker link tells the rest of the daemon (the scheduler).
+enum LinkEvent: Sendable {
+    /// Connected (again): what waited at the broker arrives now, and an
+    /// offline summary may be due.
+    case connected
+    /// A link prompt to speak (网络已断开 / 网络已连接).
+    case prompt(Prompt)
 }
 
 extension String {

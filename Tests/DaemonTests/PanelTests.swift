@@ -76,8 +76,8 @@ final class FakeGPIO: GPIOBackend, @unchecked Sendable {
     /// The daemon's parts the panel uses, on a scratch database.
     final class Box {
         let scratch = Scratch()
-        let device: Device
-        let changed = Wakeup()
+        let device: DeviceState
+        let changes = Changes()
         let gpio = FakeGPIO()
         let panel: Panel
         private var thread: ServiceThread?
@@ -91,13 +91,13 @@ final class FakeGPIO: GPIOBackend, @unchecked Sendable {
             let settings = Settings(file: config, storage: storage, voices: catalog)
             let voices = Voices(catalog: catalog)
             let scheduler = Scheduler(storage: storage, settings: settings, voices: voices, bank: VoiceBank(catalog: catalog),
-                                      wake: Wakeup(), outbox: changed, environment: [:])
-            device = Device(settings: settings, storage: storage, scheduler: scheduler, voices: voices,
-                            signing: Signing(config: config, device: "panel-test", storage: storage, environment: [:]),
-                            link: Shared(LinkStatus()), gpio: Shared([]), started: 0, environment: [:],
-                            provisioningFaultPath: scratch.path + "/provisioning.fault")
+                                      wake: Wakeup(), changes: changes, environment: [:])
+            device = DeviceState(settings: settings, storage: storage, voices: voices,
+                                 signing: Signing(config: config, device: "panel-test", storage: storage, environment: [:]),
+                                 playback: scheduler.status, link: Shared(LinkStatus()), gpio: Shared([]), started: 0,
+                                 environment: [:], provisioningFaultPath: scratch.path + "/provisioning.fault")
             gpio.busy = busy
-            panel = Panel(device: device, changed: changed, backend: gpio, config: config)
+            panel = Panel(device: device, scheduler: scheduler, changed: changes, backend: gpio, config: config)
         }
 
         func start() {
@@ -112,13 +112,13 @@ final class FakeGPIO: GPIOBackend, @unchecked Sendable {
 
         var volume: Int { device.settings.current[.audioVolume] }
 
-        /// Waits, on the panel's `changed` wakeup (no polling), until `ready`.
+        /// Waits, on the changes the panel posts (no polling), until `ready`.
         func waitUntil(timeout: Double, _ ready: () -> Bool) -> Bool {
             let end = MonotonicClock.seconds() + timeout
             while !ready() {
                 let left = end - MonotonicClock.seconds()
                 if left <= 0 { return false }
-                changed.waitForWork(timeout: left)
+                changes.uplink.waitForWork(timeout: left)
             }
             return true
         }
