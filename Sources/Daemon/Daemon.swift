@@ -118,7 +118,8 @@ public enum Daemon {
 
         // 1. Storage: a broken database is a fault, not a crash loop.
         let boot = environment["SOUNDBOX_TEST_BOOT_ID"] ?? ClockReading.bootID
-        let storage = Storage(path: stateDir + "/soundbox.db") { [environment] in
+        let wake = Wakeup(), changes = Changes()
+        let storage = Storage(path: stateDir + "/soundbox.db", faultChanged: { changes.post(.state) }) { [environment] in
             ClockReading.now(synced: SystemClock.isSynchronized(environment: environment), boot: boot)
         }
         // 2. Voices: the default pack decoded now, the others when first asked for.
@@ -129,7 +130,6 @@ public enum Daemon {
         voices.pack(config[.voiceLang], from: bank)
 
         // 3. Ingest and the scheduler; what the device shows.
-        let wake = Wakeup(), changes = Changes()
         let ingest = Ingest(storage: storage, settings: settings, voices: voices, scheduler: wake, changes: changes)
         let scheduler = Scheduler(storage: storage, settings: settings, voices: voices, bank: bank, wake: wake, changes: changes,
                                   environment: environment)

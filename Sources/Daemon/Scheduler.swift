@@ -72,7 +72,6 @@ final class Scheduler: Service, @unchecked Sendable {
     /// When history was last pruned (monotonic s): at most hourly, after a
     /// payment, so an idle box does not wake for it (nothing grows then).
     private var lastPrune = SystemClock.monotonic()
-    private var wasRetrying = false
     /// Set at start and by each reconnect (`armSummary`): when, if an
     /// offline summary may be due.
     let summaryArmedAt = Mutex<Double?>(SystemClock.monotonic())
@@ -131,11 +130,9 @@ final class Scheduler: Service, @unchecked Sendable {
                 run(job)
                 lastRequest = start...SystemClock.nowMs()
             } else {
-                // While storage is failing, look again every few seconds.
-                let retrying = storage.retry()
-                if wasRetrying && !retrying { changes.post(.state) }   // recovered: status and LED
-                wasRetrying = retrying
-                wake.waitForWork(timeout: retrying ? 5 : nil)
+                // While storage is failing, look again every few seconds
+                // (Storage tells status and the LED when the fault clears).
+                wake.waitForWork(timeout: storage.retry() ? 5 : nil)
             }
         }
         for job in requests.withLock({ $0.drain() }) {

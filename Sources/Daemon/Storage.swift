@@ -33,7 +33,7 @@ final class Storage: Sendable {
 
     let path: String
     private let log = Log("storage")
-    private let state: Mutex<State>
+    private let state: Locked
 
     private struct State {
         var db: Database
@@ -42,12 +42,35 @@ final class Storage: Sendable {
         var droppedLogged = 0
     }
 
+    /// The state under its lock, which tells `faultChanged`, once the lock
+    /// is released, each time the storage fault came or went: whichever
+    /// call met it (status and the LED show it).
+    private final class Locked: Sendable {
+        private let mutex: Mutex<State>
+        private let faultChanged: @Sendable () -> Void
+        init(_ state: State, faultChanged: @escaping @Sendable () -> Void) {
+            mutex = Mutex(state)
+            self.faultChanged = faultChanged
+        }
+        func withLock<R>(_ body: (inout State) -> R) -> R {
+            let (result, changed) = mutex.withLock { s in
+                let faulted = s.db.fault != nil
+                let result = body(&s)
+                return (result, faulted != (s.db.fault != nil))
+            }
+            if changed { faultChanged() }
+            return result
+        }
+    }
+
     /// Opens the database at `path` (creating its folder). A database that
     /// cannot be opened is a fault, not a crash: the daemon runs on memory.
-    init(path: String, clock: @escaping @Sendable () -> ClockReading = ClockReading.trusted) {
+    /// - Parameter faultChanged: told when the storage fault comes or goes.
+    init(path: String, faultChanged: @escaping @Sendable () -> Void = {},
+         clock: @escaping @Sendable () -> ClockReading = ClockReading.trusted) {
         self.path = path
         mayHoldDamagedWAL = !Store.damagedWALCopies(of: path).isEmpty
-        state = Mutex(State(db: Database(path: path, clock: clock)))
+        state = Locked(State(db: Database(path: path, clock: clock)), faultChanged: faultChanged)
     }
 
     /// A damaged WAL (docs/soundboxd.md, "A damaged write-ahead log"): what

@@ -77,7 +77,7 @@ final class FakeGPIO: GPIOBackend, @unchecked Sendable {
     final class Box {
         let scratch = Scratch()
         let device: DeviceState
-        let changes = Changes()
+        let changes: Changes
         let gpio = FakeGPIO()
         let panel: Panel
         private var thread: ServiceThread?
@@ -87,7 +87,10 @@ final class FakeGPIO: GPIOBackend, @unchecked Sendable {
             try! config.set(TextKey.voiceDir.key, Build.root + "/voices")
             try! config.set(TextKey.gpioChip.key, "fake")
             let catalog = VoiceCatalog.scan(directory: config[.voiceDir])
-            let storage = Storage(path: scratch.path + "/soundbox.db")
+            let changes = Changes()
+            self.changes = changes
+            // As the daemon wires it: a storage fault that comes or goes is a change of state.
+            let storage = Storage(path: scratch.path + "/soundbox.db", faultChanged: { changes.post(.state) })
             let settings = Settings(file: config, storage: storage, voices: catalog)
             let voices = Voices(catalog: catalog)
             let scheduler = Scheduler(storage: storage, settings: settings, voices: voices, bank: VoiceBank(catalog: catalog),
@@ -151,6 +154,23 @@ final class FakeGPIO: GPIOBackend, @unchecked Sendable {
         #expect(box.waitUntil(timeout: 10) { box.device.settings.muted })
         mute.edge(false)
         #expect(box.waitUntil(timeout: 10) { !box.device.settings.muted })
+    }
+
+    /// A storage fault met by a write (no setting, no button) reaches the
+    /// LED at once: the panel sleeps until a change of state, and this is one.
+    @Test func aStorageFaultMakesTheLEDBlinkFast() throws {
+        let box = Box()
+        box.start()
+        let led = try #require(box.gpio.outputs[23])
+        #expect(led.waitFor(true, timeout: 10), "no fault yet: steady on")
+        let path = box.device.storage.path
+        try Data("not ours".utf8).write(to: URL(fileURLWithPath: path + ".other"))
+        #expect(rename(path + ".other", path) == 0)
+        let result = box.device.storage.accept(Payment(id: "A", amount: Amount(minorUnits: 100)), now: 1_000)
+        #expect(result == .queued(durable: false, seq: nil))
+        #expect(box.device.faults == ["storage"])
+        #expect(led.waitFor(false, timeout: 10), "fast blink: the LED goes dark within 0.125 s of the fault")
+        #expect(led.waitFor(true, timeout: 10))
     }
 
     @Test func aLineHeldByAnotherProgramIsReportedAndTheRestWork() throws {
