@@ -224,7 +224,9 @@ first)
     bad_case wifi_country "soundbox/wifi.conf:3: country must be two capital letters"
     echo '../../etc/passwd' > $F/hostname
     bad_case hostname "soundbox/hostname:1: '../../etc/passwd' is not a hostname"
-    cp "$K/provision/device.key" $F/device.key
+    # Another key than the provisioned one: its bytes are only unlinked here
+    # (rm), and key_shredded looks for the provisioned key's on the card.
+    cp "$K/tls/backend.key" $F/device.key
     bad_case key_without_cert "soundbox/device.key: device.crt and device.key go together"
     echo 'hello' > $F/ca.crt
     bad_case ca_not_pem "soundbox/ca.crt:1: not PEM"
