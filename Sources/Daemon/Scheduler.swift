@@ -46,7 +46,7 @@ final class Scheduler: Service, @unchecked Sendable {
         var lastID: String?
         var audioFault: String?
     }
-    let status: Shared<Status>
+    let status = Shared(Status())
     /// Monotonic time of the last sign of life, for the watchdog.
     let heartbeat = Atomic<Int64>(0)
     let stopping = Atomic<Bool>(false)
@@ -77,9 +77,9 @@ final class Scheduler: Service, @unchecked Sendable {
     let summaryArmedAt = Mutex<Double?>(SystemClock.monotonic())
 
     init(storage: Storage, settings: Settings, voices: Voices, bank: VoiceBank, wake: Wakeup, changes: Changes,
-         status: Shared<Status> = Shared(Status()), environment: [String: String]) {
+         environment: [String: String]) {
         self.storage = storage; self.settings = settings; self.voices = voices; self.bank = bank
-        self.wake = wake; self.changes = changes; self.status = status; self.environment = environment
+        self.wake = wake; self.changes = changes; self.environment = environment
         outputChoice = OutputChoice(settings.current)
     }
 

@@ -27,7 +27,7 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
     private let receipts: ReceiptSender
     private let changes: Changes
     /// Wakes the sender thread: a receipt waits, the link changed, stop.
-    private let events: Wakeup
+    private var events: Wakeup { changes.uplink }
     private let onLink: @Sendable (LinkEvent) -> Void
     private let log = Log("mqtt")
     private let stopping = Atomic<Bool>(false)
@@ -51,7 +51,6 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
         self.remote = remote
         self.changes = changes
         self.onLink = onLink
-        events = changes.uplink
         receipts = ReceiptSender(storage: device.storage)
         self.deviceID = deviceID
         state = Mutex(State(takeover: TakeoverWatch(reconnectMax: config[.mqttReconnectMax])))
