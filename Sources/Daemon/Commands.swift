@@ -148,7 +148,9 @@ struct Commands: Sendable {
         // Typed on the box, not paid: it opens with the test words (Channel.local).
         let payment = Payment(id: id, amount: amount, channel: .local,
                               ts: SystemClock.nowMs() / 1000, lang: lang)
-        let result = c.ingest.accept(payment)
+        let max = c.settings.current[.paymentMaxAmount]
+        let problem = Payment.problem(withID: id) ?? (amount > max ? AmountError.aboveLimit(max).description : nil)
+        let result = problem.map { c.ingest.reject(id, $0) } ?? c.ingest.accept(payment)
         var r = ControlReply()
         r.add("id", id)
         r.add("status", result.status.rawValue)

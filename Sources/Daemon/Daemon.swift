@@ -160,9 +160,9 @@ public enum Daemon {
         // 5. The broker link: payments in, receipts and status out.
         if config[.mqttEnabled] {
             do {
-                let uplink = try Uplink(config: config, deviceID: deviceID, device: device, ingest: ingest,
-                                        remote: RemoteControl(settings: settings, storage: storage, ingest: ingest, scheduler: scheduler,
-                                                              signing: signing, changes: changes),
+                let uplink = try Uplink(config: config, deviceID: deviceID, device: device,
+                                        inbox: Inbox(settings: settings, storage: storage, ingest: ingest, scheduler: scheduler,
+                                                     signing: signing, changes: changes),
                                         changes: changes, onLink: { scheduler.linkChanged($0) })
                 try uplink.connect()
                 services.start(uplink)

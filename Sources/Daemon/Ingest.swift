@@ -38,13 +38,12 @@ final class Ingest: Sendable {
         self.storage = storage; self.settings = settings; self.voices = voices; self.scheduler = scheduler; self.changes = changes
     }
 
+    /// A payment already validated where it came in (`Inbox` through
+    /// `PaymentMessage`, `soundboxctl say` through `Commands.say`): its id
+    /// and its amount within payment.max_amount are not checked again here.
     func accept(_ payment: Payment) -> IngestResult {
         defer { changes.post(.receipt) }
         let config = settings.current
-        if let problem = Payment.problem(withID: payment.id) { return reject(payment.id, problem) }
-        if payment.amount > config[.paymentMaxAmount] {
-            return reject(payment.id, AmountError.aboveLimit(config[.paymentMaxAmount]).description)
-        }
         // Read in a currency a pack knows (else chimed), never with another currency's word.
         let reader = voices.catalog.reader(lang: payment.lang, currency: payment.currency, defaultPack: config[.voiceLang])
         if let missing = reader.missing { voices.noteMissing(missing) }

@@ -7,10 +7,10 @@ import Synchronization
 /// The link to the bank's backend (DESIGN §2): payments, config and
 /// commands in; receipts, status and config/applied out.
 ///
-/// Payments are made durable inside `on_message` (through `Ingest`), so the
-/// broker's PUBACK only leaves once they are stored. Receipts go out through
-/// `ReceiptSender`; the retained status when it changes; config and
-/// commands are `RemoteControl`'s. The link's state, and whether another
+/// Every message goes through `Inbox` inside `on_message`: payments are
+/// made durable there (through `Ingest`), so the broker's PUBACK only
+/// leaves once they are stored. Receipts go out through `ReceiptSender`;
+/// the retained status when it changes. The link's state, and whether another
 /// client keeps taking the session (`TakeoverWatch`), are kept in one
 /// place, `device.link`, which status, doctor and the LED read;
 /// `LinkPrompts` decides when 网络已断开 / 网络已连接 are spoken, and the
@@ -22,8 +22,7 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
     private var client: MQTTClient!   // set once in init (it needs self as its delegate)
     /// What the retained status reports; the uplink writes its `link`.
     private let device: DeviceState
-    private let ingest: Ingest
-    private let remote: RemoteControl
+    private let inbox: Inbox
     private let receipts: ReceiptSender
     private let changes: Changes
     /// Wakes the sender thread: a receipt waits, the link changed, stop.
@@ -44,11 +43,10 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
 
     /// Makes the client (nothing is sent yet).
     /// - Parameter onLink: told of each connect and of the link prompts to speak (the scheduler).
-    init(config: Config, deviceID: String, device: DeviceState, ingest: Ingest, remote: RemoteControl, changes: Changes,
+    init(config: Config, deviceID: String, device: DeviceState, inbox: Inbox, changes: Changes,
          onLink: @escaping @Sendable (LinkEvent) -> Void) throws(MQTTError) {
         self.device = device
-        self.ingest = ingest
-        self.remote = remote
+        self.inbox = inbox
         self.changes = changes
         self.onLink = onLink
         receipts = ReceiptSender(storage: device.storage)
@@ -161,16 +159,16 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
     }
 
     func mqttMessage(topic: String, payload: [UInt8], retained: Bool) {
+        let kind: Signature.Kind
         switch topic {
-        case topics.payment: payment(payload, retained: retained)
-        case topics.config:
-            if let answer = remote.config(payload, retained: retained) {
-                do { try client.publish(topics.configApplied, answer, retain: true) } catch {
-                    log.error("config_applied_publish_failed", ["error": error.description])
-                }
-            }
-        case topics.cmd: remote.command(payload, retained: retained)
-        default: log.warning("unexpected_topic", ["topic": topic])
+        case topics.payment: kind = .payment
+        case topics.config: kind = .config
+        case topics.cmd: kind = .cmd
+        default: log.warning("unexpected_topic", ["topic": topic]); return
+        }
+        guard let answer = inbox.receive(kind, payload, retained: retained) else { return }
+        do { try client.publish(topics.configApplied, answer, retain: true) } catch {
+            log.error("config_applied_publish_failed", ["error": error.description])
         }
     }
 
@@ -181,24 +179,6 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
 
     func mqttPublished(mid: Int32) {
         if receipts.acknowledged(mid: mid) { events.notify() }
-    }
-
-    /// Inside on_message: durable before returning (then the PUBACK leaves).
-    private func payment(_ bytes: [UInt8], retained: Bool) {
-        Failpoint.hit("in_on_message")
-        let config = device.settings.current
-        switch PaymentMessage.parseKeepingDocument(bytes, maxAmount: config[.paymentMaxAmount]) {
-        case .success(let (p, _)) where retained:
-            ingest.reject(p.id, PaymentMessage.retainedReason)
-        case .success(let (p, document)):
-            if case .failure(let problem) = device.signing.check(.payment, document, content: { .success(Signature.paymentContent(p, document: document)) }, config: config) {
-                ingest.reject(p.id, problem.description)
-                return
-            }
-            _ = ingest.accept(p)
-        case .failure(let r):
-            ingest.reject(r.id, retained ? PaymentMessage.retainedReason : r.reason)
-        }
     }
 
     // MARK: - Sender thread
