@@ -13,38 +13,30 @@ import TestSupport
     /// The parts the inbox uses, on a scratch database; `signed` demands
     /// signatures and holds the backend's public key.
     final class Box {
+        /// The backend's key folder.
         let scratch = Scratch()
-        let storage: Storage
-        let settings: Settings
+        let parts: Parts
         let inbox: Inbox
         let key: BackendKey?
-        static let device = "inbox-test"
+        var storage: Storage { parts.storage }
+        var settings: Settings { parts.settings }
+        var receipts: [String] { parts.receipts }
+        var queued: [String] { parts.queued }
 
         init(signed: Bool) throws {
-            var config = Config()
-            try config.set(TextKey.voiceDir.key, Build.root + "/voices")
+            var set: [String: String] = [:]
             if signed {
                 let made = try BackendKey(dir: scratch.path + "/backend", name: "backend")
                 let folder = scratch.path + "/keys"
                 try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
                 try FileManager.default.copyItem(atPath: made.publicPath, toPath: folder + "/backend.pem")
-                try config.set(TextKey.paymentSigning.key, "required")
-                try config.set(TextKey.paymentKeys.key, folder)
+                set = [TextKey.paymentSigning.key.name: "required", TextKey.paymentKeys.key.name: folder]
                 key = made
             } else {
                 key = nil
             }
-            let catalog = VoiceCatalog.scan(directory: config[.voiceDir])
-            let changes = Changes()
-            storage = Storage(path: scratch.path + "/soundbox.db")
-            settings = Settings(file: config, storage: storage, voices: catalog)
-            let voices = Voices(catalog: catalog)
-            let ingest = Ingest(storage: storage, settings: settings, voices: voices, scheduler: Wakeup(), changes: changes)
-            let scheduler = Scheduler(storage: storage, settings: settings, voices: voices, bank: VoiceBank(catalog: catalog),
-                                      wake: Wakeup(), changes: changes, environment: [:])
-            inbox = Inbox(settings: settings, storage: storage, ingest: ingest, scheduler: scheduler,
-                          signing: Signing(config: config, device: Self.device, storage: storage, environment: [:]),
-                          changes: changes)
+            parts = try Parts(device: "inbox-test", set)
+            inbox = parts.inbox()
         }
 
         @discardableResult
@@ -52,11 +44,8 @@ import TestSupport
             inbox.receive(kind, Array(json.utf8), retained: retained)
         }
         func signed(_ json: String, ts: Int64 = Int64(Date().timeIntervalSince1970)) throws -> String {
-            try #require(key).sign(json, device: Self.device, now: ts)
+            try #require(key).sign(json, device: parts.deviceID, now: ts)
         }
-        /// The receipts waiting to be sent, as their JSON.
-        var receipts: [String] { storage.receipts(limit: 100, excluding: []).map(\.json) }
-        var queued: [String] { storage.pending().map(\.payment.id) }
         func answer(_ text: String?) throws -> [String: Any] {
             let t = try #require(text, "an answer on config/applied")
             return try #require(try JSONSerialization.jsonObject(with: Data(t.utf8)) as? [String: Any])

@@ -75,32 +75,17 @@ final class FakeGPIO: GPIOBackend, @unchecked Sendable {
 @Suite struct PanelTests {
     /// The daemon's parts the panel uses, on a scratch database.
     final class Box {
-        let scratch = Scratch()
-        let device: DeviceState
-        let changes: Changes
+        let parts: Parts
+        var device: DeviceState { parts.device }
+        var changes: Changes { parts.changes }
         let gpio = FakeGPIO()
         let panel: Panel
         private var thread: ServiceThread?
 
         init(busy: Set<Int> = []) {
-            var config = Config()
-            try! config.set(TextKey.voiceDir.key, Build.root + "/voices")
-            try! config.set(TextKey.gpioChip.key, "fake")
-            let catalog = VoiceCatalog.scan(directory: config[.voiceDir])
-            let changes = Changes()
-            self.changes = changes
-            // As the daemon wires it: a storage fault that comes or goes is a change of state.
-            let storage = Storage(path: scratch.path + "/soundbox.db", faultChanged: { changes.post(.state) })
-            let settings = Settings(file: config, storage: storage, voices: catalog)
-            let voices = Voices(catalog: catalog)
-            let scheduler = Scheduler(storage: storage, settings: settings, voices: voices, bank: VoiceBank(catalog: catalog),
-                                      wake: Wakeup(), changes: changes, environment: [:])
-            device = DeviceState(settings: settings, storage: storage, voices: voices,
-                                 signing: Signing(config: config, device: "panel-test", storage: storage, environment: [:]),
-                                 playback: scheduler.status, link: Shared(LinkStatus()), gpio: Shared([]), started: 0,
-                                 environment: [:], provisioningFaultPath: scratch.path + "/provisioning.fault")
+            parts = try! Parts(device: "panel-test", [TextKey.gpioChip.key.name: "fake"])
             gpio.busy = busy
-            panel = Panel(device: device, scheduler: scheduler, changed: changes, backend: gpio, config: config)
+            panel = Panel(device: parts.device, scheduler: parts.scheduler, changed: parts.changes, backend: gpio, config: parts.config)
         }
 
         func start() {
@@ -115,16 +100,7 @@ final class FakeGPIO: GPIOBackend, @unchecked Sendable {
 
         var volume: Int { device.settings.current[.audioVolume] }
 
-        /// Waits, on the changes the panel posts (no polling), until `ready`.
-        func waitUntil(timeout: Double, _ ready: () -> Bool) -> Bool {
-            let end = MonotonicClock.seconds() + timeout
-            while !ready() {
-                let left = end - MonotonicClock.seconds()
-                if left <= 0 { return false }
-                changes.uplink.waitForWork(timeout: left)
-            }
-            return true
-        }
+        func waitUntil(timeout: Double, _ ready: () -> Bool) -> Bool { parts.waitUntil(timeout: timeout, ready) }
     }
 
     @Test func aShortPressOfUpOrDownStepsTheVolumeOnRelease() throws {
