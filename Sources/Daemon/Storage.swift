@@ -267,12 +267,12 @@ final class Storage: Sendable {
     }
 
     /// Prunes history (Store.prune); the database only.
+    /// Nothing is pruned (0) while the database cannot be written: the fault already says so.
     func prune(now: Int64, retention: Int64, keep: Int) throws(StoreError) -> Int {
-        let result: Result<Int, StoreError> = state.withLock { s in
-            guard let store = writable(&s, now: now) else { return .success(0) }
-            do throws(StoreError) { return .success(try store.prune(now: now, retention: retention, keep: keep, flush: false)) } catch { return .failure(error) }
-        }
-        return try result.get()
+        try state.withLock { s in
+            s.db.writable(monotonic: SystemClock.monotonic()) == nil ? .success(0)
+                : stored(&s, "prune", now: now) { store throws(StoreError) in try store.prune(now: now, retention: retention, keep: keep, flush: false) }
+        }.get()
     }
 
     // MARK: - Receipts
@@ -347,16 +347,9 @@ final class Storage: Sendable {
 
     /// Persists overlay changes (and meta), all or none.
     func updateOverlay(_ changes: [String: String?], meta: [String: String] = [:]) throws(StoreError) {
-        let result: Result<Void, StoreError> = state.withLock { s in
-            guard let store = writable(&s, now: SystemClock.nowMs()) else {
-                return .failure(StoreError.unavailable("updateOverlay", s.db.fault?.message ?? "database unavailable"))
-            }
-            do throws(StoreError) { try store.updateOverlay(changes, meta: meta); return .success(()) } catch {
-                s.db.failed(error, "updateOverlay")
-                return .failure(error)
-            }
-        }
-        try result.get()
+        try state.withLock { s in
+            stored(&s, "updateOverlay", now: SystemClock.nowMs()) { store throws(StoreError) in try store.updateOverlay(changes, meta: meta) }
+        }.get()
     }
 
     // MARK: - Health
@@ -396,10 +389,18 @@ final class Storage: Sendable {
     /// Runs `body` on the store when it can be written now; nil when it
     /// cannot, or when `body` failed (then the fault says why).
     private func onStore<T>(_ s: inout State, _ what: String, now: Int64, _ body: (Store) throws(StoreError) -> T) -> T? {
-        guard let store = writable(&s, now: now) else { return nil }
-        do throws(StoreError) { return try body(store) } catch {
+        try? stored(&s, what, now: now, body).get()
+    }
+
+    /// `onStore` for a caller that must say why: `body`'s error (also the
+    /// fault), or `unavailable` with the fault's message.
+    private func stored<T>(_ s: inout State, _ what: String, now: Int64, _ body: (Store) throws(StoreError) -> T) -> Result<T, StoreError> {
+        guard let store = writable(&s, now: now) else {
+            return .failure(.unavailable(what, s.db.fault?.message ?? "database unavailable"))
+        }
+        do throws(StoreError) { return .success(try body(store)) } catch {
             s.db.failed(error, what)
-            return nil
+            return .failure(error)
         }
     }
 
