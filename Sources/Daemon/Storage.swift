@@ -1,4 +1,4 @@
-// ~430 lines, one owner: every service reaches the queue through this one
+// ~460 lines, one owner: every service reaches the queue through this one
 // type (database or memory journal behind one lock); it shrinks as each
 // service is given only what it uses.
 import Soundbox

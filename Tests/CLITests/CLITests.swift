@@ -1,3 +1,4 @@
+// ~610 lines: the soundboxctl runner (Ctl) and signing-key helpers every CLI suite uses, beside the offline commands' suites (words, render, voice check, config keys).
 import Foundation
 import Soundbox
 import SoundboxCrypto

@@ -1,3 +1,4 @@
+// ~590 lines: one real mosquitto for every test (plain, TLS, Debian's conf.d layout), its restarts and log waits, and the mosquitto_pub/sub wrappers.
 import Foundation
 #if canImport(Glibc)
 import Glibc

@@ -1,3 +1,4 @@
+// ~500 lines: one suite, the control socket under abuse against the real soundboxd, with the descriptor and raw-client helpers only it uses.
 import Foundation
 import Testing
 import Soundbox

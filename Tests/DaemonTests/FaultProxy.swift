@@ -1,3 +1,4 @@
+// ~430 lines: one TCP proxy that breaks the link on command (drop, stall, cut mid-packet, refuse), its poll loop kept whole so its states read together.
 import Foundation
 #if canImport(Glibc)
 import Glibc

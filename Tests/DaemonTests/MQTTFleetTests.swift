@@ -1,3 +1,4 @@
+// ~560 lines: the fleet's broker config as Debian runs it, with the peers and the protocol proxy its suite needs.
 import Foundation
 import TestSupport
 import Testing

@@ -1,3 +1,4 @@
+// ~410 lines: the core's pure decisions (receipt window, request queue, takeover, link prompts, …), one short suite each over scripted sequences.
 import Foundation
 import Testing
 import TestSupport
