@@ -171,3 +171,45 @@ device_run() {
 device_quiet() {
   grep -E --line-buffered 'error:|^/src/.*warning:|Build complete|Compiling .* failed' || true
 }
+
+# update_keys: the folder with the update bundles' development keys, made
+# once: ca.crt (the keyring image/build puts on the box), signer.crt and
+# signer.key (what image/build-bundle signs with). ECDSA P-256: RAUC's CMS
+# signatures verify it with OpenSSL's defaults (smimesign purpose: the
+# signer has no extended key usage), and its keys and signatures are small.
+# A vendor passes its own (image/build --keyring, image/build-bundle --cert
+# --key); $SOUNDBOX_UPDATE_KEYS moves this folder (default out/keys).
+update_keys() {
+  local k=${SOUNDBOX_UPDATE_KEYS:-$repo/out/keys}
+  if [ ! -s "$k/signer.crt" ]; then
+    mkdir -p "$k" && chmod 0700 "$k"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 3650 \
+      -subj "/O=Soundbox development/CN=Soundbox development update CA" \
+      -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign \
+      -keyout "$k/ca.key" -out "$k/ca.crt" 2>/dev/null
+    openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+      -subj "/O=Soundbox development/CN=Soundbox development bundle signer" \
+      -keyout "$k/signer.key" -out "$k/signer.csr" 2>/dev/null
+    openssl x509 -req -in "$k/signer.csr" -CA "$k/ca.crt" -CAkey "$k/ca.key" -CAcreateserial -days 3650 \
+      -extfile <(printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\n') \
+      -out "$k/signer.crt" 2>/dev/null
+    rm -f "$k/signer.csr"
+    [ -s "$k/signer.crt" ] || die "could not make the development update keys in $k"
+    step "made development update keys in $k (a vendor passes its own)"
+  fi
+  echo "$k"
+}
+
+# rpi_firmware_partition SELECTOR TRYBOOT: the boot partition the Raspberry
+# Pi 4 firmware starts, played from autoboot.txt on SELECTOR (an mtools
+# image spec): its [tryboot] section's boot_partition when the one-shot
+# tryboot flag is set (TRYBOOT 1), else [all]'s. Used by the tests, which
+# cannot run the firmware (image/README.md says what is simulated).
+rpi_firmware_partition() {
+  local text want part
+  text=$(MTOOLS_SKIP_CHECK=1 mtype -i "$1" ::/autoboot.txt | tr -d '\r') || return 1
+  want='[all]'; [ "$2" = 1 ] && want='[tryboot]'
+  part=$(awk -v want="$want" '/^\[/ { s = $0 } s == want && /^boot_partition=/ { sub(/.*=/, ""); print }' <<<"$text")
+  [ -n "$part" ] || part=$(awk '/^\[/ { s = $0 } s == "[all]" && /^boot_partition=/ { sub(/.*=/, ""); print }' <<<"$text")
+  echo "${part:-1}"
+}

@@ -93,6 +93,9 @@ first)
   check soundboxd_ready "active under systemd (Type=notify: READY)" systemctl is-active -q soundboxd
   connected && pass mqtt_tls "connected with the provisioned CA, certificate and key"
   # -- provisioning: files in place, owners and modes, secrets off the card
+  # (the boot partition is not mounted after the provisioning: fstab noauto)
+  check boot_partition_unmounted "/boot/firmware is not left mounted" bash -c '! mountpoint -q /boot/firmware'
+  mount /boot/firmware
   for f in soundbox.conf authorized_keys wifi.conf hostname ca.crt device.crt device.key; do
     [ -e "/boot/firmware/soundbox/$f" ] && fail provisioning_removed "$f is still on the boot partition"
   done
@@ -110,10 +113,24 @@ first)
   check provisioned_hostname "hostname $(hostname) = device id $DEVICE" test "$(hostname)" = "$DEVICE"
   check provisioned_signing_key "/etc/soundbox/keys/signing.pem root:root 644" same signing.pem /etc/soundbox/keys/signing.pem "root:root 644"
   check no_provisioning_fault "no /etc/soundbox/provisioning.fault" test ! -e /etc/soundbox/provisioning.fault
-  # -- first boot: root grown to the (test) card
-  root_mb=$(df -BM --output=size / | tail -1 | tr -dc 0-9)
-  fact root_fs_mb "$root_mb"
-  check root_grown "$(cat /var/lib/soundbox-image/root-grown 2>/dev/null)" test -s /var/lib/soundbox-image/root-grown
+  # -- first boot: the state partition grown to the (test) card, 1 GiB bigger than the image
+  fact root_fs_mb "$(df -BM --output=size / | tail -1 | tr -dc 0-9)"
+  state_mb=$(df -BM --output=size /var/lib/soundbox | tail -1 | tr -dc 0-9)
+  fact state_fs_mb "$state_mb"
+  check state_grown "state $state_mb MiB (512 in the image): $(journalctl -b -o cat -u soundbox-growstate | grep -m1 'growstate:')" test "$state_mb" -gt 1200
+  # -- the A/B slots: booted from A, B empty and marked bad; RAUC sees both
+  /usr/lib/soundbox-image/slots show > "$OUT/slots.txt" 2>&1
+  { ls /sys/firmware/efi/efivars/ 2>/dev/null | grep -i '^Loader'; od -c /sys/firmware/efi/efivars/LoaderEntrySelected-* 2>&1; ls /proc/device-tree/chosen/bootloader 2>&1; } > "$OUT/bootloader.txt"
+  check slots_first_boot "$(tr '\n' ' ' < "$OUT/slots.txt")" bash -c \
+    "grep -qx default=A '$OUT/slots.txt' && grep -qx current=A '$OUT/slots.txt' && grep -qx tried=no '$OUT/slots.txt' && grep -qx bad=B '$OUT/slots.txt'"
+  rauc status --detailed --output-format=json > "$OUT/rauc-status.json" 2> "$OUT/rauc-status.err"
+  slot_json() { tr '{' '\n' < "$OUT/rauc-status.json" | grep "\"bootname\":\"$1\""; }
+  if grep -q "\"compatible\":\"soundbox-$BOARD-" "$OUT/rauc-status.json" && grep -q '"booted":"A"' "$OUT/rauc-status.json" &&
+     slot_json B | grep -q '"boot_status":"bad"' && slot_json A | grep -q '"state":"booted"'; then
+    pass rauc_status "rauc $(rauc --version | awk '{print $2}'): booted A, slot B bad, $(grep -o '"compatible":"[^"]*"' "$OUT/rauc-status.json")"
+  else
+    fail rauc_status "$(cat "$OUT/rauc-status.json" "$OUT/rauc-status.err" | tr '\n' ' ' | cut -c1-600)"
+  fi
   sdev=$(findmnt -no SOURCE /var/lib/soundbox)
   check state_partition "/var/lib/soundbox on $sdev, its own ext4, data=journal" bash -c \
     "[ '$sdev' != \"\$(findmnt -no SOURCE /)\" ] && [ \"\$(findmnt -no FSTYPE /var/lib/soundbox)\" = ext4 ] &&
