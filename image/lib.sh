@@ -213,3 +213,48 @@ rpi_firmware_partition() {
   [ -n "$part" ] || part=$(awk '/^\[/ { s = $0 } s == "[all]" && /^boot_partition=/ { sub(/.*=/, ""); print }' <<<"$text")
   echo "${part:-1}"
 }
+
+# rpi_tryboot_module KVER: builds board/tryboot (soundbox-tryboot.ko) for
+# Debian's arm64 kernel KVER and prints its path. Cross-built in a small
+# cached trixie amd64 root: the cross compiler, the kernel's own kbuild
+# tools, and that kernel's arm64 headers unpacked (their dependencies, the
+# arm64 image and compiler, are not needed to build a module). Cached by
+# KVER and the module's source.
+rpi_tryboot_module() {
+  local kver=$1 key kroot out
+  key=$(cat "$repo/board/tryboot/"* | { cat; echo "$device_suite $kver v1"; } | sha256sum | cut -c1-12)
+  kroot=$(device_cached "kmod-$device_suite-amd64" "$(echo "$device_suite $kver v1" | sha256sum | cut -c1-12)")
+  if [ ! -d "$kroot" ]; then
+    step "making the module build root for $kver (once)"
+    rm -rf "$kroot.tmp"
+    mmdebstrap --quiet --variant=minbase --architectures=amd64,arm64 \
+      --include="make,gcc-aarch64-linux-gnu,libc6-dev-arm64-cross,linux-kbuild-${kver%-arm64},kmod,bc" \
+      --customize-hook="chroot \"\$1\" sh -c 'cd /tmp && apt-get download -qq linux-headers-$kver:arm64 linux-headers-${kver%-arm64}-common'" \
+      --customize-hook='for d in "$1"/tmp/linux-headers-*.deb; do dpkg-deb -x "$d" "$1"; done; rm -f "$1"/tmp/*.deb' \
+      "$device_suite" "$kroot.tmp" "$device_mirror" >&2 || die "could not make the module build root for $kver"
+    mv "$kroot.tmp" "$kroot"
+  fi
+  out=$kroot/out/$key
+  if [ ! -f "$out/soundbox-tryboot.ko" ]; then
+    rm -rf "$kroot/build" && mkdir -p "$kroot/build" && cp "$repo/board/tryboot/"* "$kroot/build/"
+    chroot "$kroot" make -s -C "/usr/src/linux-headers-$kver" M=/build ARCH=arm64 \
+      CROSS_COMPILE=aarch64-linux-gnu- CC=aarch64-linux-gnu-gcc modules >&2 ||
+      die "the tryboot module did not build against $kver (the compiler's messages are above)"
+    mkdir -p "$out" && cp "$kroot/build/soundbox-tryboot.ko" "$out/"
+  fi
+  echo "$out/soundbox-tryboot.ko"
+}
+
+# deb_with_version DEB VERSION DIR: DEB repacked as VERSION into DIR (the
+# update tests' "newer" package: the same files, another version); prints
+# the new package's path.
+deb_with_version() {
+  local t
+  t=$(mktemp -d)
+  dpkg-deb -R "$1" "$t/p"
+  sed -i "s/^Version: .*/Version: $2/" "$t/p/DEBIAN/control"
+  mkdir -p "$3"
+  dpkg-deb --root-owner-group -Zxz -b "$t/p" "$3/" >/dev/null
+  rm -rf "$t"
+  ls -t "$3"/*_"$2"_*.deb | head -1
+}

@@ -10,6 +10,11 @@
 #           SSH, listeners, journal, watchdog; one "PASS name" / "FAIL name:
 #           why" line each, "FACT name value" for figures
 #   stream  publishes payments, one a second, until the host cuts the power
+#   install installs the update bundle in the share (rauc install, from the
+#           state partition), arms the try of the slot it wrote and reboots
+#           the way the updater does (`slots reboot`)
+#   tried   checks the box on the tried slot (version, the settings carried
+#           over, the daemon), commits it (rauc status mark-good) and powers off
 #   drain   waits until the queue is empty and powers off
 #
 # Daemon log lines and receipts go to the host as they happen, on the
@@ -123,6 +128,10 @@ first)
   { ls /sys/firmware/efi/efivars/ 2>/dev/null | grep -i '^Loader'; od -c /sys/firmware/efi/efivars/LoaderEntrySelected-* 2>&1; ls /proc/device-tree/chosen/bootloader 2>&1; } > "$OUT/bootloader.txt"
   check slots_first_boot "$(tr '\n' ' ' < "$OUT/slots.txt")" bash -c \
     "grep -qx default=A '$OUT/slots.txt' && grep -qx current=A '$OUT/slots.txt' && grep -qx tried=no '$OUT/slots.txt' && grep -qx bad=B '$OUT/slots.txt'"
+  if [ "$BOARD" = rpi ]; then
+    # Built for this kernel, it loads (and finds no Pi firmware under QEMU).
+    check tryboot_module "$(dmesg | grep -m1 -o 'soundbox-tryboot: .*')" grep -q '^soundbox_tryboot ' /proc/modules
+  fi
   rauc status --detailed --output-format=json > "$OUT/rauc-status.json" 2> "$OUT/rauc-status.err"
   slot_json() { tr '{' '\n' < "$OUT/rauc-status.json" | grep "\"bootname\":\"$1\""; }
   if grep -q "\"compatible\":\"soundbox-$BOARD-" "$OUT/rauc-status.json" && grep -q '"booted":"A"' "$OUT/rauc-status.json" &&
@@ -289,7 +298,56 @@ stream)
     sleep 1   # the rate of payments, not a synchronisation
   done
   ;;
+install)
+  slots=/usr/lib/soundbox-image/slots
+  bundle=$(ls "$K"/bundle/*.raucb | head -1)
+  mkdir -p /var/lib/soundbox/update
+  t=$(date +%s)
+  cp "$bundle" /var/lib/soundbox/update/ && sync
+  fact bundle_copy_s "$(( $(date +%s) - t ))"
+  t=$(date +%s)
+  if rauc install "/var/lib/soundbox/update/${bundle##*/}" > "$OUT/rauc-install.log" 2>&1; then
+    pass rauc_install "$(tail -1 "$OUT/rauc-install.log")"
+  else
+    fail rauc_install "$(tail -5 "$OUT/rauc-install.log" | tr '\n' ' ')"
+  fi
+  fact install_s "$(( $(date +%s) - t ))"
+  journalctl -b -o cat -u rauc > "$OUT/rauc.log" 2>&1
+  check post_install_handler "$(grep -m1 'rauc-post-install' "$OUT/rauc.log" | cut -c1-160)" grep -q 'carries this box' "$OUT/rauc.log"
+  check written_slot_waits "the written slot is not tried before the updater arms it: $($slots show | tr '\n' ' ')" \
+    bash -c "$slots show | grep -qx try= && $slots show | grep -qx default=A"
+  rauc status mark-active other > "$OUT/mark-active.log" 2>&1
+  check try_armed "$($slots show | tr '\n' ' ')" bash -c "$slots show | grep -qx try=B"
+  marker "INSTALLED boot=$BOOT reboot=$($slots reboot-argument)"
+  sync
+  $slots reboot
+  ;;
+tried)
+  slots=/usr/lib/soundbox-image/slots
+  $slots show > "$OUT/slots.txt" 2>&1
+  check tried_slot_b "$(tr '\n' ' ' < "$OUT/slots.txt")" bash -c \
+    "grep -qx current=B '$OUT/slots.txt' && grep -qx tried=yes '$OUT/slots.txt' && grep -qx default=A '$OUT/slots.txt'"
+  check tried_version "soundbox $(dpkg-query -W -f='${Version}' soundbox) (the bundle's $(cat "$K/bundle/version"))" \
+    test "$(dpkg-query -W -f='${Version}' soundbox)" = "$(cat "$K/bundle/version")"
+  check tried_root "/ is slot B's root partition: $(findmnt -no SOURCE /)" \
+    test "$(readlink -f "$(findmnt -no SOURCE /)")" = "$(readlink -f /dev/disk/by-partuuid/5b0c0001-0$(. /usr/lib/soundbox-image/layout; layout_board "$BOARD"; echo "$part_root_B"))"
+  check tried_settings "the provisioned settings and identity carried over" bash -c \
+    "cmp -s '$K/provision/soundbox.conf' /etc/soundbox/soundbox.conf && [ \"\$(hostname)\" = '$DEVICE' ] && cmp -s '$K/provision/authorized_keys' /home/tech/.ssh/authorized_keys && ls /etc/ssh/ssh_host_ed25519_key"
+  check tried_daemon "soundboxd connected on slot B" connected
+  rauc status mark-good > "$OUT/mark-good.log" 2>&1
+  $slots show > "$OUT/slots-after.txt" 2>&1
+  check committed "rauc status mark-good: $(tr '\n' ' ' < "$OUT/slots-after.txt")" bash -c \
+    "grep -qx default=B '$OUT/slots-after.txt' && grep -qx current=B '$OUT/slots-after.txt'"
+  sync
+  marker "DONE boot=$BOOT"
+  systemctl poweroff
+  ;;
 drain)
+  if [ -f "$K/bundle/version" ]; then
+    /usr/lib/soundbox-image/slots show > "$OUT/slots.txt" 2>&1
+    check drain_on_b "after the commit: $(tr '\n' ' ' < "$OUT/slots.txt")" bash -c \
+      "grep -qx current=B '$OUT/slots.txt' && grep -qx default=B '$OUT/slots.txt' && grep -qx tried=no '$OUT/slots.txt'"
+  fi
   ctl wait --timeout 900 > "$OUT/wait.txt" 2>&1 && pass drained "queue empty: $(cat "$OUT/wait.txt")" || fail drained "$(cat "$OUT/wait.txt")"
   ctl --json history --limit 1000 > "$OUT/history.json" 2>&1
   sync
