@@ -7,7 +7,7 @@
 image_base_packages=(systemd systemd-sysv udev dbus systemd-timesyncd
   initramfs-tools zstd kmod procps less iproute2 ifupdown dhcpcd-base wpasupplicant
   openssh-server e2fsprogs dosfstools mtools fdisk alsa-utils ca-certificates sqlite3
-  rauc rauc-service
+  rauc rauc-service curl
   libasound2t64 libgpiod3 libmosquitto1 libmpg123-0t64 libsqlite3-0)
 # What each board adds: its kernel, firmware and Wi-Fi firmware.
 image_board_packages() {   # BOARD

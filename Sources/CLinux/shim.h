@@ -16,3 +16,7 @@ static inline int soundbox_clock_state(void) {
     struct timex tx = {0};
     return adjtimex(&tx);
 }
+
+// A pipe whose ends are close-on-exec from the start (a child spawned by
+// another thread meanwhile must not inherit them). _GNU_SOURCE only.
+extern int pipe2(int pipefd[2], int flags);

@@ -175,3 +175,27 @@ public final class Ed25519PrivateKey: @unchecked Sendable {
 extension String {
     func leftPadded(_ n: Int) -> String { String(repeating: "0", count: max(0, n - count)) + self }
 }
+
+/// SHA-256 over data given in pieces (a bundle of hundreds of MiB).
+public struct SHA256Stream: ~Copyable {
+    private let context: OpaquePointer
+
+    public init() {
+        context = EVP_MD_CTX_new()
+        precondition(EVP_DigestInit_ex(context, EVP_sha256(), nil) == 1, "EVP_DigestInit_ex(SHA-256) failed")
+    }
+    deinit { EVP_MD_CTX_free(context) }
+
+    public mutating func update(_ bytes: ArraySlice<UInt8>) {
+        let ok = bytes.withUnsafeBytes { EVP_DigestUpdate(context, $0.baseAddress, $0.count) }
+        precondition(ok == 1, "EVP_DigestUpdate failed")
+    }
+
+    public consuming func finish() -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 0
+        let ok = out.withUnsafeMutableBufferPointer { EVP_DigestFinal_ex(context, $0.baseAddress, &length) }
+        precondition(ok == 1 && length == 32, "EVP_DigestFinal_ex failed")
+        return out
+    }
+}

@@ -14,6 +14,7 @@ struct Commands: Sendable {
         let ingest: Ingest
         let scheduler: Scheduler
         let changes: Changes
+        let updater: Updater
         var settings: Settings { device.settings }
         var storage: Storage { device.storage }
         /// Something status and the LED show changed (settings, volume).
@@ -39,6 +40,7 @@ struct Commands: Sendable {
         Command(name: "test-audio", args: 0...0) { c, _ throws(ControlAck) in try testAudio(c) },
         Command(name: "doctor", args: 0...0) { c, _ in Doctor.run(c.device) },
         Command(name: "idle", args: 0...1) { c, a throws(ControlAck) in try idle(c, a) },
+        Command(name: "update", args: 1...7) { c, a throws(ControlAck) in try update(c, a) },
     ]
 
     /// Runs one request line; returns the reply text (pairs + OK, or ACK).
@@ -222,6 +224,47 @@ struct Commands: Sendable {
 
     static func busy(_ command: String) -> ControlAck {
         ControlAck(.system, command: command, "too many requests are waiting to be spoken; try again when they are done")
+    }
+
+    /// update status | update cancel | update install NAME|URL [--sha256 H] [--version V] [--force]
+    /// (NAME: a bundle soundboxctl put in the update folder).
+    static func update(_ c: Context, _ a: [String]) throws(ControlAck) -> ControlReply {
+        let usage = "usage: update status | update cancel | update install FILE|URL [--sha256 HEX] [--version V] [--force]"
+        let answer: Updater.Answer
+        switch (a[0], a.count) {
+        case ("status", 1): answer = .accepted(c.updater.record)
+        case ("cancel", 1): answer = c.updater.cancel()
+        case ("install", 2...):
+            var options: [String: String] = [:]
+            var force = false
+            var i = 2
+            while i < a.count {
+                if a[i] == "--force" { force = true; i += 1; continue }
+                guard ["--sha256", "--version"].contains(a[i]), i + 1 < a.count else { throw ControlAck(.arg, command: "update", usage) }
+                options[a[i]] = a[i + 1]
+                i += 2
+            }
+            let isURL = a[1].hasPrefix("http://") || a[1].hasPrefix("https://")
+            let request = UpdateRequest(source: isURL ? .url(a[1]) : .file(a[1]), sha256: options["--sha256"],
+                                        version: options["--version"], force: force)
+            answer = c.updater.start(request)
+        default: throw ControlAck(.arg, command: "update", usage)
+        }
+        guard case .accepted(let record) = answer else {
+            if case .refused(let reason) = answer { throw ControlAck(.system, command: "update", reason) }
+            throw ControlAck(.system, command: "update", "refused")
+        }
+        let system = c.device.updates.system.withLock { $0 }
+        var r = ControlReply()
+        // An install just asked for starts on the updater's thread: `update status` follows it.
+        r.add("state", a[0] == "install" && !record.phase.busy ? "accepted" : record.phase.rawValue)
+        if [.downloading, .installing].contains(record.phase) { r.add("progress", record.progress) }
+        if let v = record.version { r.add("version", v) }
+        if let reason = record.reason { r.add("reason", reason) }
+        r.add("running", system.version)
+        r.add("slot", system.slot ?? "none")
+        r.add("dir", c.updater.directory)
+        return r
     }
 
     static func idle(_ c: Context, _ a: [String]) throws(ControlAck) -> ControlReply {

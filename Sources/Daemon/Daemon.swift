@@ -139,8 +139,10 @@ public enum Daemon {
         let signing = Signing(config: config, device: deviceID, storage: storage, environment: environment)
         let device = DeviceState(settings: settings, storage: storage, voices: voices, signing: signing,
                                  playback: scheduler.status, link: Shared(LinkStatus()), gpio: Shared([]),
-                                 started: started, environment: environment,
+                                 updates: UpdateView(), started: started, environment: environment,
                                  provisioningFaultPath: (configDir.isEmpty ? "." : configDir) + "/provisioning.fault")
+        let updater = Updater(config: config, view: device.updates, storage: storage, wake: wake, playback: scheduler.status,
+                              link: device.link, settings: settings, changes: changes, environment: environment)
 
         // 4. The control socket is bound now (a live one means another
         //    soundboxd: refused before the broker is contacted) and served last.
@@ -148,7 +150,7 @@ public enum Daemon {
         do {
             server = try ControlServer(path: config[.controlSocket], group: config[.controlGroup],
                                        commands: Commands(context: .init(device: device, ingest: ingest, scheduler: scheduler,
-                                                                         changes: changes)))
+                                                                         changes: changes, updater: updater)))
         } catch {
             log.error("control_socket_failed", ["error": error.description])
             printErr(error.description)
@@ -162,7 +164,7 @@ public enum Daemon {
             do {
                 let uplink = try Uplink(config: config, deviceID: deviceID, device: device,
                                         inbox: Inbox(settings: settings, storage: storage, ingest: ingest, scheduler: scheduler,
-                                                     signing: signing, changes: changes),
+                                                     signing: signing, changes: changes, updater: updater),
                                         changes: changes, onLink: { scheduler.linkChanged($0) })
                 try uplink.connect()
                 services.start(uplink)
@@ -179,6 +181,8 @@ public enum Daemon {
             panel.open(config)
             if panel.hasLines { services.start(panel) }
         }
+        // 7. Updates: a download or install a power cut interrupted goes on; a tried slot commits.
+        services.start(updater)
         services.start(ControlService(server))
 
         let notifier = ServiceNotifier(environment: environment)
@@ -187,7 +191,7 @@ public enum Daemon {
                            "startup_ms": "\(Int((SystemClock.monotonic() - started) * 1000))"])
         notifier.send("READY=1\nSTATUS=\(pending) pending, voice \(config[.voiceLang]), output \(OutputName.of(config))")
 
-        // 7. Wait for signals; beat the watchdog (under systemd) while the
+        // 8. Wait for signals; beat the watchdog (under systemd) while the
         //    scheduler lives. (Pruning follows activity: the scheduler's.)
         while true {
             let sig: Int32
@@ -207,7 +211,7 @@ public enum Daemon {
             if notifier.watchdogInterval != nil && healthy(scheduler) { notifier.send("WATCHDOG=1") }
         }
 
-        // 8. Stop in reverse order of start, all within stopDeadline: no new
+        // 9. Stop in reverse order of start, all within stopDeadline: no new
         //    requests, no buttons, the broker link (offline status published),
         //    then the scheduler (an interrupted payment stays `playing`,
         //    spoken again at the next start).

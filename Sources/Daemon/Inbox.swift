@@ -61,11 +61,12 @@ struct Inbox: Sendable {
     let commands: CommandRoute
     private let log = Log("mqtt")
 
-    init(settings: Settings, storage: Storage, ingest: Ingest, scheduler: Scheduler, signing: Signing, changes: Changes) {
+    init(settings: Settings, storage: Storage, ingest: Ingest, scheduler: Scheduler, signing: Signing, changes: Changes,
+         updater: Updater) {
         self.settings = settings; self.signing = signing; self.ingest = ingest
         payments = PaymentRoute(ingest: ingest)
         configs = ConfigRoute(settings: settings, storage: storage, changes: changes)
-        commands = CommandRoute(storage: storage, ingest: ingest, scheduler: scheduler)
+        commands = CommandRoute(storage: storage, ingest: ingest, scheduler: scheduler, updater: updater)
     }
 
     /// A message of `kind`; returns the answer for config/applied, if any.

@@ -99,11 +99,12 @@ struct CommandRoute: InboxRoute {
     let storage: Storage
     let ingest: Ingest
     let scheduler: Scheduler
+    let updater: Updater
     private let log = Log("mqtt")
     var kind: Signature.Kind { .cmd }
 
-    init(storage: Storage, ingest: Ingest, scheduler: Scheduler) {
-        self.storage = storage; self.ingest = ingest; self.scheduler = scheduler
+    init(storage: Storage, ingest: Ingest, scheduler: Scheduler, updater: Updater) {
+        self.storage = storage; self.ingest = ingest; self.scheduler = scheduler; self.updater = updater
     }
 
     func read(_ bytes: [UInt8], retained: Bool, config: Config) -> Result<(document: JSONValue, message: JSONValue), Refusal> {
@@ -142,6 +143,13 @@ struct CommandRoute: InboxRoute {
         case .test:
             log.info("cmd", ["cmd": "test"])
             _ = scheduler.submit(.test)
+        case .update(let request):
+            log.info("cmd", ["cmd": "update", "version": request.version ?? "-"])
+            // Accepted: its receipts follow (downloading …); refused: one failed receipt says why.
+            if case .refused(let reason) = updater.start(request) {
+                log.warning("cmd_rejected", ["cmd": "update", "reason": reason])
+                updater.refusedReceipt(request, reason)
+            }
         }
         return nil
     }

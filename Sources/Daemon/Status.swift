@@ -17,6 +17,8 @@ struct DeviceState: Sendable {
     let link: Shared<LinkStatus>
     /// GPIO lines that could not be had, for doctor (empty: all fine).
     let gpio: Shared<[String]>
+    /// The update under way and what runs (version, slot, the last boot's reason).
+    let updates: UpdateView
     let started: Double
     let environment: [String: String]
     /// Written by the image's first-boot provisioning when a file in the
@@ -69,6 +71,9 @@ struct StatusReport {
     var restartNeeded: [String]
     /// "off", "connecting", "connected", "taken over".
     var mqtt: String
+    /// What runs (version, slot, why it last booted) and the update's state.
+    var system: SystemInfo
+    var update: UpdateRecord
 
     static func make(_ d: DeviceState) -> StatusReport {
         _ = d.storage.checkFile()   // a database file deleted meanwhile is restored now
@@ -81,14 +86,17 @@ struct StatusReport {
             uptime: Int(SystemClock.monotonic() - d.started), output: OutputName.of(config),
             durable: d.storage.durable, clockSynced: SystemClock.isSynchronized(environment: d.environment), faults: d.faults,
             receiptsPending: d.storage.receiptsPending, voicesMissing: d.voices.missing,
-            restartNeeded: d.settings.restartNeeded.map(\.key), mqtt: link.summary)
+            restartNeeded: d.settings.restartNeeded.map(\.key), mqtt: link.summary,
+            system: d.updates.system.withLock { $0 }, update: d.updates.record.withLock { $0 })
     }
 
     /// One field of the report, and whether the MQTT status carries it
     /// (the socket's `status` has them all).
-    private enum Value { case int(Int), bool(Bool), text(String), list([String]) }
+    private enum Value { case int(Int), bool(Bool), text(String), list([String]), object(JSONObject, line: String) }
     private var fields: [(key: String, value: Value, mqtt: Bool)] {
-        [("version", .text(soundboxVersion), true), ("state", .text(speaking ? "speaking" : "idle"), false),
+        [("version", .text(system.version), true), ("slot", .text(system.slot ?? "none"), true),
+         ("update", .object(update.json, line: update.summary), true), ("update_reason", .text(update.reason ?? "none"), false),
+         ("boot_reason", .text(system.bootReason ?? "unknown"), true), ("state", .text(speaking ? "speaking" : "idle"), false),
          ("volume", .int(volume), true), ("muted", .bool(muted), true), ("queue_depth", .int(queueDepth), true),
          ("voice", .text(voice), true), ("last_id", .text(lastID), true), ("uptime_s", .int(uptime), false),
          ("output", .text(output), false), ("durable", .bool(durable), true), ("clock_synced", .bool(clockSynced), false),
@@ -105,6 +113,7 @@ struct StatusReport {
             case .bool(let b): r.add(key, b)
             case .text(let t): r.add(key, t)
             case .list(let l): r.add(key, l.isEmpty ? "none" : l.joined(separator: ","))
+            case .object(_, let line): r.add(key, line)
             }
         }
         return r
@@ -121,6 +130,7 @@ struct StatusReport {
             case .bool(let b): o.add(key, b)
             case .text(let t): o.add(key, t)
             case .list(let l): o.add(key, l)
+            case .object(let object, _): o.add(key, object)
             }
         }
         if uptime { o.add("uptime_s", self.uptime) }

@@ -35,6 +35,8 @@ public struct AmountKey: Sendable, Hashable {
 }
 
 extension TextKey {
+    public static let updateHelper = TextKey("update.helper", "/usr/lib/soundbox-image/update", .file, kind: .path,
+                                             help: "the image's update helper (image/README.md, Updates); missing: updates are refused")
     public static let stateDir = TextKey("state.dir", "/var/lib/soundbox", .file, kind: .path, help: "folder of the database soundbox.db")
     public static let controlSocket = TextKey("control.socket", "/run/soundbox/control.sock", .file, kind: .path, help: "Unix socket for soundboxctl")
     public static let controlGroup = TextKey("control.group", "soundbox", .file,
@@ -69,6 +71,8 @@ extension TextKey {
 }
 
 extension IntKey {
+    public static let updateRebootDeadline = IntKey("update.reboot_deadline_s", 1800, 0...86400, .local,
+                                                    help: "after an update is installed, how long the reboot waits for an empty queue before it takes the next pause between payments")
     public static let audioVolume = IntKey("audio.volume", 6, 0...10, .remote, help: "volume 0-10, 2.5 dB a step (10 = full scale)")
     public static let audioMinVolume = IntKey("audio.min_volume", 0, 0...10, .remote,
                                               help: "payments are never spoken quieter than this, whatever audio.volume (which it does not change)")

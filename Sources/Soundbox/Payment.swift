@@ -37,6 +37,8 @@ public enum PaymentState: String, Sendable, CaseIterable, Codable {
 public struct Receipt: Sendable, Equatable {
     public enum Status: String, Sendable, Codable {
         case queued, duplicate, rejected, played, muted, expired, failed
+        /// An update's (`"kind": "update"`): where it stands (`UpdatePhase`; failed is shared).
+        case downloading, installing, waitingToReboot = "waiting to reboot", trying, committed, rolledBack = "rolled back"
     }
     public var id: String?
     public var status: Status
@@ -51,11 +53,14 @@ public struct Receipt: Sendable, Equatable {
     public var kind: String?
     /// true: played within an offline summary, not on its own; omitted otherwise.
     public var summary: Bool?
+    /// An update's: how far it is (0-100) and the version it brings.
+    public var progress: Int?
+    public var version: String?
 
     public init(id: String?, status: Status, ts: Int64, reason: String? = nil, durable: Bool? = nil, kind: String? = nil,
-                summary: Bool? = nil) {
+                summary: Bool? = nil, progress: Int? = nil, version: String? = nil) {
         self.id = id; self.status = status; self.ts = ts; self.reason = reason; self.durable = durable; self.kind = kind
-        self.summary = summary
+        self.summary = summary; self.progress = progress; self.version = version
     }
 
     /// The receipt's JSON, keys in a fixed order:
@@ -65,6 +70,8 @@ public struct Receipt: Sendable, Equatable {
         o.add("id", ifPresent: id)
         o.add("kind", ifPresent: kind)
         o.add("status", status.rawValue)
+        if let progress { o.add("progress", progress) }
+        o.add("version", ifPresent: version)
         o.add("ts", ts)
         o.add("reason", ifPresent: reason)
         if let durable { o.add("durable", durable) }

@@ -22,7 +22,7 @@ public enum RemoteMessage {
     }
 }
 
-/// A command on the cmd topic: {"cmd": "replay"|"say"|"summary"|"test", ...}.
+/// A command on the cmd topic: {"cmd": "replay"|"say"|"summary"|"test"|"update", ...}.
 public enum RemoteCommand: Sendable, Equatable {
     /// Speak a payment again: the one named, else the last one.
     case replay(id: String?)
@@ -32,6 +32,8 @@ public enum RemoteCommand: Sendable, Equatable {
     case summary
     /// Speak the test prompt and a sample amount.
     case test
+    /// Download, install and try a system update (image/README.md, Updates).
+    case update(UpdateRequest)
 
     public static func parse(_ bytes: [UInt8], maxAmount: Amount, now: Int64) -> Result<RemoteCommand, RemoteMessageError> {
         RemoteMessage.document(bytes, what: "cmd").flatMap { parse($0, maxAmount: maxAmount, now: now) }
@@ -59,7 +61,8 @@ public enum RemoteCommand: Sendable, Equatable {
             }
         case "summary": return .success(.summary)
         case "test": return .success(.test)
-        default: return .failure(.init("unknown cmd '\(name)'; known: replay, say, summary, test"))
+        case "update": return UpdateRequest.parse(value).map { .update($0) }
+        default: return .failure(.init("unknown cmd '\(name)'; known: replay, say, summary, test, update"))
         }
     }
 }

@@ -32,6 +32,16 @@ let usage = """
                       clock), each OK, WARN or FAIL with a hint
       wait [--timeout S]
                       wait until nothing is queued or speaking (default 60 s)
+      update status   the system update: state, progress, version, reason; the
+                      version and slot that run
+      update install FILE|URL [--sha256 HEX --bundle-version V] [--force] [--wait]
+                      install a signed bundle (.raucb; a URL needs its sha256
+                      and version): soundboxd downloads it or copies FILE into its
+                      update folder, installs it at a quiet moment, reboots into
+                      the other slot once the queue is empty, and commits it
+                      when it runs well (else the box goes back by itself);
+                      --force: a technician's downgrade; --wait: follow it
+      update cancel   stop a download, or an installed update waiting to reboot
 
     Offline commands (no daemon needed):
       words AMOUNT [--lang L] [--channel C]
@@ -90,8 +100,8 @@ struct Arguments {
     var flags: Set<String> = []
 
     static let valued: Set<String> = ["--lang", "--channel", "--volume", "-o", "--output", "--device", "--voices", "--config",
-                                      "--socket", "--limit", "--id", "--timeout", "--key", "--kind", "--device", "--lufs", "--true-peak", "--source"]
-    static let boolean: Set<String> = ["--json", "-h", "--help", "--version", "--eq"]
+                                      "--socket", "--limit", "--id", "--timeout", "--key", "--kind", "--device", "--lufs", "--true-peak", "--source", "--sha256", "--bundle-version"]
+    static let boolean: Set<String> = ["--json", "-h", "--help", "--version", "--eq", "--force", "--wait"]
     /// Options every command accepts.
     static let global: Set<String> = ["--json", "--help", "--version", "--config", "--voices", "--socket"]
 
@@ -218,6 +228,7 @@ func run(_ args: Arguments) throws(Failure) {
     case "config" where rest.positional == ["keys"]: configKeys(out)
     case "key": try keyCommand(rest, out)
     case "sign": try signCommand(rest, out)
+    case "update": try updateCommand(rest, out)
     case "help": print(usage)
     default:
         guard let online = OnlineCommand(rawValue: command) else { throw usageError("unknown command '\(command)' (see --help)") }

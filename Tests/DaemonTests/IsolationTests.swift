@@ -83,7 +83,7 @@ import TestSupport
         let stopped = try #require(log.last { $0.event == "stopped" })
         #expect(Int(stopped["stop_ms"] ?? "") ?? 99_999 <= 2_200, "\(stopped)")
         let order = log.filter { $0.event == "service_stopped" || $0.event == "service_did_not_stop" }.compactMap { $0["service"] }
-        #expect(order == ["control", "mqtt", "scheduler"], "reverse order of start: \(order)")
+        #expect(order == ["control", "update", "mqtt", "scheduler"], "reverse order of start: \(order)")
     }
 
     /// A second soundboxd with the same state folder exits before it opens
@@ -174,7 +174,7 @@ import TestSupport
         let log = logLines(text)
         #expect(log.filter { $0.event == "played" }.compactMap { $0["id"] } == ["Q\"1", "Q'1"])
         let cmd = try #require(log.first { $0.event == "cmd_rejected" })
-        #expect(cmd["reason"] == "unknown cmd '\u{1B}[2J\u{0}<3>daemon: stopped\nx'; known: replay, say, summary, test")
+        #expect(cmd["reason"] == "unknown cmd '\u{1B}[2J\u{0}<3>daemon: stopped\nx'; known: replay, say, summary, test, update")
         #expect(!log.contains { $0.subsystem == "daemon" && $0.event == "stopped" && $0.fields.isEmpty })
     }
 }

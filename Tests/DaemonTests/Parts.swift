@@ -19,12 +19,14 @@ final class Parts {
     let scheduler: Scheduler
     let signing: Signing
     let device: DeviceState
+    let updater: Updater
     let deviceID: String
 
     /// - Parameter set: config keys by name, over the defaults (the shipped voices).
     init(device deviceID: String = "parts-test", _ set: [String: String] = [:]) throws {
         var config = Config()
         try config.set(TextKey.voiceDir.key, Build.root + "/voices")
+        try config.set(TextKey.stateDir.key, scratch.path)
         for (k, v) in set.sorted(by: { $0.key < $1.key }) { try config.set(k, v) }
         self.config = config
         self.deviceID = deviceID
@@ -39,12 +41,15 @@ final class Parts {
                               wake: wake, changes: changes, environment: [:])
         signing = Signing(config: config, device: deviceID, storage: storage, environment: [:])
         device = DeviceState(settings: settings, storage: storage, voices: voices, signing: signing,
-                             playback: scheduler.status, link: Shared(LinkStatus()), gpio: Shared([]), started: 0,
-                             environment: [:], provisioningFaultPath: scratch.path + "/provisioning.fault")
+                             playback: scheduler.status, link: Shared(LinkStatus()), gpio: Shared([]), updates: UpdateView(),
+                             started: 0, environment: [:], provisioningFaultPath: scratch.path + "/provisioning.fault")
+        updater = Updater(config: config, view: device.updates, storage: storage, wake: wake, playback: scheduler.status,
+                          link: device.link, settings: settings, changes: changes, environment: [:])
     }
 
     func inbox() -> Inbox {
-        Inbox(settings: settings, storage: storage, ingest: ingest, scheduler: scheduler, signing: signing, changes: changes)
+        Inbox(settings: settings, storage: storage, ingest: ingest, scheduler: scheduler, signing: signing, changes: changes,
+              updater: updater)
     }
 
     /// The ids waiting to be spoken, oldest first.

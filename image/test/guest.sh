@@ -10,11 +10,11 @@
 #           SSH, listeners, journal, watchdog; one "PASS name" / "FAIL name:
 #           why" line each, "FACT name value" for figures
 #   stream  publishes payments, one a second, until the host cuts the power
-#   install installs the update bundle in the share (rauc install, from the
-#           state partition), arms the try of the slot it wrote and reboots
-#           the way the updater does (`slots reboot`)
+#   install installs the update bundle in the share through soundboxd
+#           (soundboxctl update install), which arms the other slot and
+#           reboots into it by itself once its queue is empty
 #   tried   checks the box on the tried slot (version, the settings carried
-#           over, the daemon), commits it (rauc status mark-good) and powers off
+#           over, the daemon), waits for soundboxd to commit it, powers off
 #   drain   waits until the queue is empty and powers off
 #
 # Daemon log lines and receipts go to the host as they happen, on the
@@ -96,6 +96,9 @@ payment() {   # payment ID AMOUNT
 case "$MODE" in
 first)
   check soundboxd_ready "active under systemd (Type=notify: READY)" systemctl is-active -q soundboxd
+  ctl status > "$OUT/status-first.txt" 2>&1
+  check status_slot_a "$(grep -E '^(version|slot|update|boot_reason):' "$OUT/status-first.txt" | tr -s ' ' | tr '\n' ' ')" bash -c \
+    "grep -qx 'slot: *A' '$OUT/status-first.txt' && grep -qx 'update: *idle' '$OUT/status-first.txt' && grep -qx 'boot_reason: *first boot' '$OUT/status-first.txt' && grep -qx \"version: *\$(dpkg-query -W -f='\${Version}' soundbox)\" '$OUT/status-first.txt'"
   connected && pass mqtt_tls "connected with the provisioned CA, certificate and key"
   # -- provisioning: files in place, owners and modes, secrets off the card
   # (the boot partition is not mounted after the provisioning: fstab noauto)
@@ -299,34 +302,43 @@ stream)
   done
   ;;
 install)
+  # As a technician would (soundboxctl over SSH, the bundle from a stick);
+  # the same updater the signed cmd drives: soundboxd copies nothing, runs
+  # the image's helper (rauc install over D-Bus as user soundbox), arms the
+  # other slot, and asks for the reboot once its queue is empty.
   slots=/usr/lib/soundbox-image/slots
   bundle=$(ls "$K"/bundle/*.raucb | head -1)
-  mkdir -p /var/lib/soundbox/update
+  payment "U$BOOT-before" "1.11"
   t=$(date +%s)
-  cp "$bundle" /var/lib/soundbox/update/ && sync
-  fact bundle_copy_s "$(( $(date +%s) - t ))"
-  t=$(date +%s)
-  if rauc install "/var/lib/soundbox/update/${bundle##*/}" > "$OUT/rauc-install.log" 2>&1; then
-    pass rauc_install "$(tail -1 "$OUT/rauc-install.log")"
+  ctl update install "$bundle" --wait > "$OUT/update-install.log" 2>&1 &
+  wait_pid=$!
+  until_true 120 bash -c "soundboxctl update status | grep -qE '^state: *(downloading|installing|waiting to reboot)'"
+  payment "U$BOOT-during" "2.22"
+  if wait "$wait_pid"; then
+    pass update_install "soundboxctl update install --wait: $(tail -1 "$OUT/update-install.log")"
   else
-    fail rauc_install "$(tail -5 "$OUT/rauc-install.log" | tr '\n' ' ')"
+    fail update_install "$(tail -3 "$OUT/update-install.log" | tr '\n' ' ')"
   fi
   fact install_s "$(( $(date +%s) - t ))"
   journalctl -b -o cat -u rauc > "$OUT/rauc.log" 2>&1
   check post_install_handler "$(grep -m1 'rauc-post-install' "$OUT/rauc.log" | cut -c1-160)" grep -q 'carries this box' "$OUT/rauc.log"
-  check written_slot_waits "the written slot is not tried before the updater arms it: $($slots show | tr '\n' ' ')" \
-    bash -c "$slots show | grep -qx try= && $slots show | grep -qx default=A"
-  rauc status mark-active other > "$OUT/mark-active.log" 2>&1
-  check try_armed "$($slots show | tr '\n' ' ')" bash -c "$slots show | grep -qx try=B"
+  check try_armed "armed by soundboxd: $($slots show | tr '\n' ' ')" bash -c "$slots show | grep -qx try=B && $slots show | grep -qx default=A"
+  ctl update status > "$OUT/update-status.txt" 2>&1
+  check update_waiting "$(tr '\n' ' ' < "$OUT/update-status.txt" | tr -s ' ')" grep -q '^state: *waiting to reboot' "$OUT/update-status.txt"
   marker "INSTALLED boot=$BOOT reboot=$($slots reboot-argument)"
   sync
-  $slots reboot
+  # soundboxd asks for the reboot itself (its queue is empty once the two
+  # payments are spoken): the next boot is the tried one. No reboot: a failure.
+  if ! until_true 300 false; then
+    fail update_reboot "soundboxd did not reboot into the update within 300 s: $(ctl update status | tr '\n' ' ')"
+    systemctl poweroff
+  fi
   ;;
 tried)
   slots=/usr/lib/soundbox-image/slots
   $slots show > "$OUT/slots.txt" 2>&1
   check tried_slot_b "$(tr '\n' ' ' < "$OUT/slots.txt")" bash -c \
-    "grep -qx current=B '$OUT/slots.txt' && grep -qx tried=yes '$OUT/slots.txt' && grep -qx default=A '$OUT/slots.txt'"
+    "grep -qx current=B '$OUT/slots.txt' && grep -qx tried=yes '$OUT/slots.txt'"
   check tried_version "soundbox $(dpkg-query -W -f='${Version}' soundbox) (the bundle's $(cat "$K/bundle/version"))" \
     test "$(dpkg-query -W -f='${Version}' soundbox)" = "$(cat "$K/bundle/version")"
   check tried_root "/ is slot B's root partition: $(findmnt -no SOURCE /)" \
@@ -334,15 +346,22 @@ tried)
   check tried_settings "the provisioned settings and identity carried over" bash -c \
     "cmp -s '$K/provision/soundbox.conf' /etc/soundbox/soundbox.conf && [ \"\$(hostname)\" = '$DEVICE' ] && cmp -s '$K/provision/authorized_keys' /home/tech/.ssh/authorized_keys && ls /etc/ssh/ssh_host_ed25519_key"
   check tried_daemon "soundboxd connected on slot B" connected
-  rauc status mark-good > "$OUT/mark-good.log" 2>&1
+  # soundboxd commits the slot by itself once it is up, durable and connected.
+  committed() { ctl update status 2>/dev/null | grep -q '^state: *committed'; }
+  until_true 120 committed
   $slots show > "$OUT/slots-after.txt" 2>&1
-  check committed "rauc status mark-good: $(tr '\n' ' ' < "$OUT/slots-after.txt")" bash -c \
-    "grep -qx default=B '$OUT/slots-after.txt' && grep -qx current=B '$OUT/slots-after.txt'"
+  ctl status > "$OUT/status.txt" 2>&1
+  check committed "by soundboxd: $(tr '\n' ' ' < "$OUT/slots-after.txt"); $(grep -E '^(update|version|slot|boot_reason):' "$OUT/status.txt" | tr -s ' ' | tr '\n' ' ')" bash -c \
+    "grep -qx default=B '$OUT/slots-after.txt' && grep -qx current=B '$OUT/slots-after.txt' && grep -q '^update: *committed' '$OUT/status.txt'"
+  check status_after_update "version, slot and the boot's reason in status" bash -c \
+    "grep -qx 'version: *$(cat "$K/bundle/version")' '$OUT/status.txt' && grep -qx 'slot: *B' '$OUT/status.txt' && grep -qx 'boot_reason: *update' '$OUT/status.txt'"
   sync
   marker "DONE boot=$BOOT"
   systemctl poweroff
   ;;
 drain)
+  # After the power cuts: the last boot's reason is one.
+  [ "$(cat "$K/cuts")" -eq 0 ] || check boot_reason_power_cut "$(ctl status | grep '^boot_reason:' | tr -s ' ')" bash -c "ctl status | grep -qx 'boot_reason: *power cut'"
   if [ -f "$K/bundle/version" ]; then
     /usr/lib/soundbox-image/slots show > "$OUT/slots.txt" 2>&1
     check drain_on_b "after the commit: $(tr '\n' ' ' < "$OUT/slots.txt")" bash -c \
