@@ -256,8 +256,7 @@ struct Commands: Sendable {
         }
         let system = c.device.updates.system.withLock { $0 }
         var r = ControlReply()
-        // An install just asked for starts on the updater's thread: `update status` follows it.
-        r.add("state", a[0] == "install" && !record.phase.busy ? "accepted" : record.phase.rawValue)
+        r.add("state", record.phase.rawValue)
         if [.downloading, .installing].contains(record.phase) { r.add("progress", record.progress) }
         if let v = record.version { r.add("version", v) }
         if let reason = record.reason { r.add("reason", reason) }

@@ -118,21 +118,30 @@ final class Updater: Service, @unchecked Sendable {
             guard request == nil else { return .refused("an update was just asked for; wait for it to start") }
             request = r
             cancelAsked = false
-            return .accepted(current)
+            // Shown at once (status, `update install --wait`); the updater's thread records it.
+            var starting = UpdateRecord()
+            if case .url = r.source { starting.phase = .downloading } else { starting.phase = .installing }
+            starting.version = r.version; starting.id = r.id
+            view.record.withLock { $0 = starting }
+            return .accepted(starting)
         }
     }
 
     /// Stops a download or a waiting reboot; an install under way finishes.
     func cancel() -> Answer {
+        // Not started yet: dropped (the updater's thread is waiting, nothing else writes the record).
+        if cond.broadcast({ () -> Bool in defer { request = nil }; return request != nil }) {
+            set(.failed, reason: "cancelled")
+            return .accepted(record)
+        }
         let current = record
         switch current.phase {
         case .downloading, .waitingToReboot:
-            cond.broadcast { cancelAsked = true; request = nil; job.stop(grace: 2) }
+            let running: Subprocess = cond.broadcast { cancelAsked = true; return job }
+            running.stop(grace: 2)
             return .accepted(current)
         case .installing: return .refused("the bundle is being installed and cannot be interrupted; cancel once it waits to reboot")
-        default:
-            let dropped: Bool = cond.broadcast { defer { request = nil }; return request != nil }
-            return dropped ? .accepted(current) : .refused("no update is under way (\(current.summary))")
+        default: return .refused("no update is under way (\(current.summary))")
         }
     }
 
@@ -349,7 +358,7 @@ final class Updater: Service, @unchecked Sendable {
         unlink(forceFile)
         if cancelled { return }
         guard outcome == .exited(0) else {
-            if Files.exists(directory + "/" + Self.downloadFile) && bundle.hasSuffix("/" + Self.downloadFile) { unlink(bundle) }
+            unlink(bundle)   // refused: it would only take room on the state partition
             return void(fail("install failed: \(TextFile.excerpt(last.isEmpty ? "\(outcome)" : last, limit: 300))"))
         }
         unlink(bundle)   // the slot holds it now
