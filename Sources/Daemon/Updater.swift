@@ -148,9 +148,12 @@ final class Updater: Service, @unchecked Sendable {
     // MARK: - The updater's thread
 
     func run() {
-        // A technician in group soundbox puts a bundle here (soundboxctl update install FILE).
-        mkdir(directory, 0o2770)
-        chmod(directory, 0o2770)
+        // A technician in group soundbox puts a bundle here (soundboxctl update install FILE, which
+        // gives it this folder's group). Not setgid: the unit's RestrictSUIDSGID refuses that.
+        if mkdir(directory, 0o770) != 0 && errno != EEXIST {
+            log.error("update_folder_failed", ["path": directory, "error": FileError.phrase(errno: errno)])
+        }
+        chmod(directory, 0o770)
         refreshSystem()
         resume()
         while true {

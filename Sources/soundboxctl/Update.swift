@@ -79,6 +79,10 @@ private func copyBundle(_ source: String, into dir: String) throws(Failure) -> S
     guard output >= 0 else {
         throw failure("cannot write \(tmp): \(FileError.phrase(errno: errno)) (run as root or join group soundbox)", code: "io")
     }
+    // soundboxd (user soundbox) reads it through the folder's group.
+    var folder = stat()
+    if stat(dir, &folder) == 0 { _ = fchown(output, uid_t.max, folder.st_gid) }
+    fchmod(output, 0o640)
     var buffer = [UInt8](repeating: 0, count: 1 << 20)
     var ok = true
     while ok {

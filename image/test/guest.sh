@@ -15,6 +15,10 @@
 #           reboots into it by itself once its queue is empty
 #   tried   checks the box on the tried slot (version, the settings carried
 #           over, the daemon), waits for soundboxd to commit it, powers off
+#   badinstall, badtry, rolledback
+#           the same install of the broken bundle (its soundboxd never
+#           starts); its tried boot, left by the health check; the box back
+#           on the good slot, saying "rolled back" and why
 #   drain   waits until the queue is empty and powers off
 #
 # Daemon log lines and receipts go to the host as they happen, on the
@@ -76,7 +80,9 @@ fact daemon_rss_kb "$(ps -o rss= -C soundboxd | tr -d ' ')"
 marker "READY boot=$BOOT"
 # The boot's own start job got it there: the one above only waited for it
 # (a start that failed before the test's is never retried in the field).
-if journalctl -b -o cat -u soundboxd.service | grep -q '^Dependency failed for soundboxd'; then
+if [ "$MODE" = badtry ]; then
+  :   # the broken slot's soundboxd never starts
+elif journalctl -b -o cat -u soundboxd.service | grep -q '^Dependency failed for soundboxd'; then
   fail started_by_boot "the boot's start of soundboxd failed: $(journalctl -b -o cat -u soundboxd.service | grep -m1 -i 'failed' | cut -c1-160)"
 else
   pass started_by_boot "no failed start job for soundboxd.service in this boot"
@@ -84,13 +90,21 @@ fi
 
 ctl() { soundboxctl "$@"; }
 connected() { ctl status 2>/dev/null | grep -q '^mqtt: *connected'; }
-until_true 60 connected || fail mqtt "soundboxd did not connect to the guest's broker over TLS within 60 s: $(ctl status 2>&1 | grep mqtt)"
+[ "$MODE" = badtry ] || until_true 60 connected || fail mqtt "soundboxd did not connect to the guest's broker over TLS within 60 s: $(ctl status 2>&1 | grep mqtt)"
 
 # The device demands signatures (payment.signing = required, the key
 # provisioned as signing.pem): every payment is signed as a backend would.
 unsigned() { echo "{\"id\":\"$1\",\"amount\":\"$2\",\"currency\":\"CNY\",\"ts\":$(date +%s)}"; }
 payment() {   # payment ID AMOUNT
   pub -q 1 -t "$TOPIC/payment" -m "$(soundboxctl sign --key "$K/signing.key" --device "$DEVICE" "$(unsigned "$1" "$2")")"
+}
+
+# await_reboot SECONDS NAME WHY: the box reboots itself (the test ends with
+# this boot); if it has not within SECONDS, NAME fails and it powers off.
+await_reboot() {
+  until_true "$1" false && return
+  fail "$2" "$3 (within $1 s)"
+  systemctl poweroff
 }
 
 case "$MODE" in
@@ -301,14 +315,20 @@ stream)
     sleep 1   # the rate of payments, not a synchronisation
   done
   ;;
-install)
+install|badinstall)
   # As a technician would (soundboxctl over SSH, the bundle from a stick);
   # the same updater the signed cmd drives: soundboxd copies nothing, runs
   # the image's helper (rauc install over D-Bus as user soundbox), arms the
   # other slot, and asks for the reboot once its queue is empty.
   slots=/usr/lib/soundbox-image/slots
-  bundle=$(ls "$K"/bundle/*.raucb | head -1)
+  bdir=$K/bundle; [ "$MODE" = install ] || bdir=$K/badbundle
+  bundle=$(ls "$bdir"/*.raucb | head -1)
+  cur=$($slots get-current); oth=$([ "$cur" = A ] && echo B || echo A)
+  [ "$MODE" = install ] || echo "$oth" > "$bdir/slot"
   payment "U$BOOT-before" "1.11"
+  # The reboot soundboxd asks for waits until the checks below are done:
+  # the root path unit that carries it out is started again after them.
+  systemctl stop soundbox-update-reboot.path
   t=$(date +%s)
   ctl update install "$bundle" --wait > "$OUT/update-install.log" 2>&1 &
   wait_pid=$!
@@ -322,17 +342,15 @@ install)
   fact install_s "$(( $(date +%s) - t ))"
   journalctl -b -o cat -u rauc > "$OUT/rauc.log" 2>&1
   check post_install_handler "$(grep -m1 'rauc-post-install' "$OUT/rauc.log" | cut -c1-160)" grep -q 'carries this box' "$OUT/rauc.log"
-  check try_armed "armed by soundboxd: $($slots show | tr '\n' ' ')" bash -c "$slots show | grep -qx try=B && $slots show | grep -qx default=A"
+  check try_armed "armed by soundboxd: $($slots show | tr '\n' ' ')" bash -c "$slots show | grep -qx try=$oth && $slots show | grep -qx default=$cur"
   ctl update status > "$OUT/update-status.txt" 2>&1
   check update_waiting "$(tr '\n' ' ' < "$OUT/update-status.txt" | tr -s ' ')" grep -q '^state: *waiting to reboot' "$OUT/update-status.txt"
   marker "INSTALLED boot=$BOOT reboot=$($slots reboot-argument)"
   sync
   # soundboxd asks for the reboot itself (its queue is empty once the two
   # payments are spoken): the next boot is the tried one. No reboot: a failure.
-  if ! until_true 300 false; then
-    fail update_reboot "soundboxd did not reboot into the update within 300 s: $(ctl update status | tr '\n' ' ')"
-    systemctl poweroff
-  fi
+  systemctl start soundbox-update-reboot.path
+  await_reboot 300 update_reboot "soundboxd did not reboot into the update: $(ctl update status | tr '\n' ' ')"
   ;;
 tried)
   slots=/usr/lib/soundbox-image/slots
@@ -359,9 +377,42 @@ tried)
   marker "DONE boot=$BOOT"
   systemctl poweroff
   ;;
+badtry)
+  # The broken slot: soundboxd never starts; the health check's deadline
+  # (150 s in this bundle) marks the slot bad and reboots into the default.
+  slots=/usr/lib/soundbox-image/slots
+  $slots show > "$OUT/slots.txt" 2>&1
+  check broken_slot_tried "$(tr '\n' ' ' < "$OUT/slots.txt"); soundboxd $(systemctl is-active soundboxd)" bash -c \
+    "grep -qx tried=yes '$OUT/slots.txt' && ! systemctl is-active -q soundboxd"
+  marker "BADTRY boot=$BOOT"
+  sync
+  await_reboot 600 health_rollback "the health check did not reboot the box: $(systemctl status soundbox-update-health.timer | head -5 | tr '\n' ' ')"
+  ;;
+rolledback)
+  slots=/usr/lib/soundbox-image/slots
+  $slots show > "$OUT/slots.txt" 2>&1
+  tried=$(cat "$K/badbundle/slot")
+  check rolled_back_slot "$(tr '\n' ' ' < "$OUT/slots.txt")" bash -c \
+    "! grep -qx current=$tried '$OUT/slots.txt' && ! grep -qx default=$tried '$OUT/slots.txt' && grep -qx bad=$tried '$OUT/slots.txt'"
+  rolled() { ctl update status 2>/dev/null | grep -q '^state: *rolled back'; }
+  until_true 60 rolled
+  ctl update status > "$OUT/update-status.txt" 2>&1
+  ctl status > "$OUT/status.txt" 2>&1
+  check rolled_back_status "$(grep -E '^(state|reason):' "$OUT/update-status.txt" | tr -s ' ' | tr '\n' ' ')" bash -c \
+    "grep -q '^state: *rolled back' '$OUT/update-status.txt' && grep -q '^reason: .*did not answer on slot $tried' '$OUT/update-status.txt'"
+  check boot_reason_rollback "$(grep '^boot_reason:' "$OUT/status.txt" | tr -s ' ')" grep -qx 'boot_reason: *rollback' "$OUT/status.txt"
+  check version_kept "$(grep '^version:' "$OUT/status.txt" | tr -s ' ') (the good update's)" grep -qx "version: *$(cat "$K/bundle/version")" "$OUT/status.txt"
+  payment "R$BOOT-after" "3.33"
+  ctl wait --timeout 120 > /dev/null 2>&1
+  check spoken_after_rollback "a payment after the rollback: $(ctl --json history --limit 1 | cut -c1-120)" bash -c \
+    "soundboxctl history --limit 5 | grep -q 'R$BOOT-after *played'"
+  sync
+  marker "DONE boot=$BOOT"
+  systemctl poweroff
+  ;;
 drain)
   # After the power cuts: the last boot's reason is one.
-  [ "$(cat "$K/cuts")" -eq 0 ] || check boot_reason_power_cut "$(ctl status | grep '^boot_reason:' | tr -s ' ')" bash -c "ctl status | grep -qx 'boot_reason: *power cut'"
+  [ "$(cat "$K/cuts")" -eq 0 ] || check boot_reason_power_cut "$(ctl status | grep '^boot_reason:' | tr -s ' ')" bash -c "soundboxctl status | grep -qx 'boot_reason: *power cut'"
   if [ -f "$K/bundle/version" ]; then
     /usr/lib/soundbox-image/slots show > "$OUT/slots.txt" 2>&1
     check drain_on_b "after the commit: $(tr '\n' ' ' < "$OUT/slots.txt")" bash -c \
