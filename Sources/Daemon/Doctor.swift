@@ -119,6 +119,25 @@ enum Doctor {
             check("provisioning", "ok", "no provisioning refused")
         }
 
+        let system = d.updates.system.withLock { $0 }, update = d.updates.record.withLock { $0 }
+        let runs = "version \(system.version)" + (system.slot.map { " on slot \($0)" } ?? "") + "; last boot: \(system.bootReason ?? "unknown")"
+        let asked = update.version.map { " (\($0))" } ?? ""
+        switch update.phase {
+        case .rolledBack:
+            check("update", "warn", runs + "; the update\(asked) was rolled back: \(update.reason ?? "no reason kept")",
+                  "the tried slot was left and marked bad; fix what the reason says (network, broker, the bundle) and ask again (soundboxctl update install, or the backend's cmd update)")
+        case .failed:
+            check("update", "warn", runs + "; the last update\(asked) failed: \(update.reason ?? "no reason kept")",
+                  "nothing was written to a slot; fix what the reason says and ask again")
+        default:
+            if system.bootReason == "watchdog" {
+                check("update", "warn", runs + "; update: \(update.summary)",
+                      "the hardware watchdog reset the board: the system hung; `journalctl -b -1` may say why")
+            } else {
+                check("update", "ok", runs + "; update: \(update.summary)")
+            }
+        }
+
         let waiting = d.settings.restartNeeded
         if waiting.isEmpty {
             check("config", "ok", "the settings in use are the file's (and the overlay's)")

@@ -29,7 +29,8 @@ let usage = """
                       settings file (`config keys` says who may change what)
       test-audio      speak the test prompt and a sample amount now
       doctor          health checks (audio, voice, broker, gpio, database, disk,
-                      clock), each OK, WARN or FAIL with a hint
+                      clock, signing, provisioning, update, config), each OK,
+                      WARN or FAIL with a hint
       wait [--timeout S]
                       wait until nothing is queued or speaking (default 60 s)
       update status   the system update: state, progress, version, reason; the

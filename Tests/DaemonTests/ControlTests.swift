@@ -96,7 +96,7 @@ struct CtlRun {
 
         let doctor = try CtlRun(daemon, ["--json", "doctor"])
         let checks = try #require(try doctor.json()["checks"] as? [[String: Any]])
-        #expect(checks.map { $0["check"] as? String } == ["audio", "voice", "broker", "gpio", "database", "disk", "clock", "signing", "provisioning", "config"])
+        #expect(checks.map { $0["check"] as? String } == ["audio", "voice", "broker", "gpio", "database", "disk", "clock", "signing", "provisioning", "update", "config"])
         #expect(checks.first { $0["check"] as? String == "database" }?["status"] as? String == "ok")
         // The clock is reported unsynchronised here (warn), which is not a failure.
         #expect(doctor.status == 0, "\(doctor.stdout)")

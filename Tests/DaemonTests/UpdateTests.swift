@@ -346,6 +346,9 @@ final class Lines: @unchecked Sendable {
         #expect(status["slot"] == "A" && status["version"] == "0.1.0" && status["boot_reason"] == "rollback")
         #expect(status["update_reason"]?.contains("not ready within 600 s") == true, "\(status.pairs.pairs)")
         #expect(!rig.calls.contains("commit"))
+        let doctor = try CommandRun([Build.soundboxctl, "doctor"], environment: ["SOUNDBOX_SOCKET": rig.link.daemon.socket])
+        #expect(doctor.stdout.contains("WARN update") && doctor.stdout.contains("last boot: rollback")
+                    && doctor.stdout.contains("was rolled back: soundboxd was not ready within 600 s"), "\(doctor.stdout)")
         _ = rig.link.daemon.stop()
     }
 

@@ -402,6 +402,9 @@ rolledback)
     "grep -q '^state: *rolled back' '$OUT/update-status.txt' && grep -q '^reason: .*did not answer on slot $tried' '$OUT/update-status.txt'"
   check boot_reason_rollback "$(grep '^boot_reason:' "$OUT/status.txt" | tr -s ' ')" grep -qx 'boot_reason: *rollback' "$OUT/status.txt"
   check version_kept "$(grep '^version:' "$OUT/status.txt" | tr -s ' ') (the good update's)" grep -qx "version: *$(cat "$K/bundle/version")" "$OUT/status.txt"
+  ctl doctor > "$OUT/doctor.txt" 2>&1
+  check doctor_rolled_back "$(grep -E '^[A-Z]+ +update' "$OUT/doctor.txt" | tr -s ' ' | cut -c1-200)" \
+    grep -Eq '^WARN +update +.*last boot: rollback; the update was rolled back: soundboxd did not answer' "$OUT/doctor.txt"
   payment "R$BOOT-after" "3.33"
   ctl wait --timeout 120 > /dev/null 2>&1
   check spoken_after_rollback "a payment after the rollback: $(ctl --json history --limit 1 | cut -c1-120)" bash -c \
