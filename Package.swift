@@ -64,7 +64,8 @@ let package = Package(
         .testTarget(name: "MQTTTests", dependencies: ["MQTTBridge"]),
         .testTarget(name: "StoreTests", dependencies: ["Soundbox", "SoundboxStore", "TestSupport"]),
         .testTarget(name: "SigningTests", dependencies: ["Soundbox", "SoundboxCrypto", "TestSupport"]),
-        .testTarget(name: "DaemonTests", dependencies: ["Soundbox", "SoundboxSystem", "GPIO", "SoundboxAudio", "SoundboxStore", "SoundboxDaemon", "SoundboxControl", "MQTTBridge", "TestSupport", "SoundboxCrypto", "soundboxd", "soundboxctl"]),
+        .testTarget(name: "DaemonTests", dependencies: ["Soundbox", "SoundboxSystem", "GPIO", "SoundboxAudio", "SoundboxStore", "SoundboxDaemon", "SoundboxControl", "MQTTBridge", "TestSupport", "SoundboxCrypto", "soundboxd", "soundboxctl"],
+                    exclude: ["bundle-server.py"]),   // UpdateTests' HTTP server, run from the checkout
     ],
     swiftLanguageModes: [.v6]
 )
