@@ -50,7 +50,7 @@ let package = Package(
 
         // The two executables: thin wiring.
         .executableTarget(name: "soundboxd", dependencies: ["SoundboxDaemon", "MQTTBridge", "GPIO"]),
-        .executableTarget(name: "soundboxctl", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxControl", "SoundboxCrypto", "VoiceBuild"]),
+        .executableTarget(name: "soundboxctl", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxControl", "SoundboxCrypto", "SoundboxSystem", "VoiceBuild"]),
 
         // Benchmarks (bench/README.md); not part of the test suite.
         .executableTarget(name: "soundbox-bench", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxControl", "SoundboxSystem", "MQTTBridge", "SoundboxCrypto"], path: "bench/Sources"),

@@ -21,8 +21,11 @@ public enum Crypto {
 
     /// A key's id: the first 8 bytes of the SHA-256 of its 32 raw public
     /// bytes, as 16 lowercase hex digits (docs/signing.md).
-    public static func keyID(raw: [UInt8]) -> String {
-        sha256(raw).prefix(8).map { b in String(b, radix: 16).leftPadded(2) }.joined()
+    public static func keyID(raw: [UInt8]) -> String { hex(sha256(raw).prefix(8)) }
+
+    /// Lowercase hex, two digits a byte.
+    public static func hex(_ bytes: some Sequence<UInt8>) -> String {
+        bytes.map { b in String(b, radix: 16).leftPadded(2) }.joined()
     }
 
     /// OpenSSL's queued error messages, oldest first, emptied.

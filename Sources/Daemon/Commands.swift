@@ -250,9 +250,10 @@ struct Commands: Sendable {
             answer = c.updater.start(request)
         default: throw ControlAck(.arg, command: "update", usage)
         }
-        guard case .accepted(let record) = answer else {
-            if case .refused(let reason) = answer { throw ControlAck(.system, command: "update", reason) }
-            throw ControlAck(.system, command: "update", "refused")
+        let record: UpdateRecord
+        switch answer {
+        case .accepted(let r): record = r
+        case .refused(let reason): throw ControlAck(.system, command: "update", reason)
         }
         let system = c.device.updates.system.withLock { $0 }
         var r = ControlReply()

@@ -142,7 +142,8 @@ public enum Daemon {
                                  updates: UpdateView(), started: started, environment: environment,
                                  provisioningFaultPath: (configDir.isEmpty ? "." : configDir) + "/provisioning.fault")
         let updater = Updater(config: config, view: device.updates, storage: storage, wake: wake, playback: scheduler.status,
-                              link: device.link, settings: settings, changes: changes, environment: environment)
+                              link: device.link, settings: settings, changes: changes, environment: environment,
+                              bootID: boot)
 
         // 4. The control socket is bound now (a live one means another
         //    soundboxd: refused before the broker is contacted) and served last.

@@ -1,6 +1,7 @@
 import GPIO
 import Glibc
 import Soundbox
+import SoundboxSystem
 
 /// `doctor`: one record per check, each OK or a fix-it hint.
 enum Doctor {
@@ -88,9 +89,8 @@ enum Doctor {
             check("database", "ok", "\(db): \(d.storage.pendingCount) pending")
         }
 
-        var fs = statvfs()
-        if statvfs(dir, &fs) == 0 {
-            let mb = Int64(fs.f_bavail) * Int64(fs.f_frsize) / 1_048_576
+        if let free = Paths.freeBytes(dir) {
+            let mb = free / 1_048_576
             if access(dir, W_OK) != 0 {
                 check("disk", "fail", "\(dir) is not writable (\(String(cString: strerror(errno)))); \(mb) MB free",
                       "remount the file system read-write, or give the soundbox user the folder")

@@ -1,7 +1,6 @@
 import Glibc
 import Soundbox
 import SoundboxCrypto
-import SoundboxStore
 import SoundboxSystem
 
 /// What the system says about itself through the image's update helper
@@ -62,6 +61,8 @@ final class Updater: Service, @unchecked Sendable {
     private let settings: Settings
     private let changes: Changes
     private let environment: [String: String]
+    /// This boot's id (the store's, ClockReading.bootID): tells a reboot from a restart.
+    private let bootID: String
     private let log = Log("update")
 
     private let cond = Condition()
@@ -76,11 +77,11 @@ final class Updater: Service, @unchecked Sendable {
     static let downloadFile = "download.raucb"
 
     init(config: Config, view: UpdateView, storage: Storage, wake: Wakeup, playback: Shared<Scheduler.Status>,
-         link: Shared<LinkStatus>, settings: Settings, changes: Changes, environment: [String: String]) {
+         link: Shared<LinkStatus>, settings: Settings, changes: Changes, environment: [String: String], bootID: String) {
         directory = config[.stateDir] + "/update"
         helper = config[.updateHelper]
         self.view = view; self.storage = storage; self.wake = wake; self.playback = playback; self.link = link
-        self.settings = settings; self.changes = changes; self.environment = environment
+        self.settings = settings; self.changes = changes; self.environment = environment; self.bootID = bootID
         if let bytes = Files.read(directory + "/" + Self.stateFile, limit: 64 << 10) {
             view.record.withLock { $0 = UpdateRecord.parse(String(decoding: bytes, as: UTF8.self)) }
         }
@@ -211,13 +212,11 @@ final class Updater: Service, @unchecked Sendable {
         set(.rolledBack, reason: why)
     }
 
-    private var bootID: String { environment["SOUNDBOX_TEST_BOOT_ID"] ?? ClockReading.bootID }
-
     private func perform(_ r: UpdateRequest, resumed: Bool = false) {
         let system = view.system.withLock { $0 }
         var rec = resumed ? record : UpdateRecord()
         rec.version = r.version; rec.id = r.id; rec.force = r.force; rec.reason = nil
-        rec.fromSlot = rec.fromSlot ?? system.slot; rec.fromVersion = rec.fromVersion ?? system.version
+        rec.fromSlot = rec.fromSlot ?? system.slot
         let file: String
         switch r.source {
         case .url(let url):
@@ -321,7 +320,7 @@ final class Updater: Service, @unchecked Sendable {
                                       "--max-time", "60", "--", url], environment: childEnvironment) { line in
             last = line
             let lower = line.lowercased()
-            if lower.hasPrefix("content-length:") { length = Int64(lower.dropFirst(15).trimmingCharacters()) }
+            if lower.hasPrefix("content-length:") { length = Int64(String(lower.dropFirst(15).filter { $0 != " " && $0 != "\t" })) }
         }
         if cancelled { _ = abandon(nil); return nil }
         guard outcome == .exited(0) else { _ = fail("could not reach the bundle: \(TextFile.excerpt(last, limit: 200))"); return nil }
@@ -347,13 +346,13 @@ final class Updater: Service, @unchecked Sendable {
 
     private func install(_ bundle: String, force: Bool) {
         // A quiet moment: never while a payment is being spoken.
-        while !wake.waitIdle(timeout: 1) { if cancelled { return void(abandon(nil)) } }
-        if cancelled { return void(abandon(nil)) }
+        while !wake.waitIdle(timeout: 1) { if cancelled { _ = abandon(nil); return } }
+        if cancelled { _ = abandon(nil); return }
         var r = record
         r.phase = .installing; r.progress = 0
         save(r, receipt: true)
         let forceFile = directory + "/force"
-        if force { _ = Files.exists(forceFile) || creat(forceFile, 0o640) >= 0 } else { unlink(forceFile) }
+        if force { close(open(forceFile, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o640)) } else { unlink(forceFile) }
         var last = ""
         let outcome = currentJob.run([helper, "install", bundle], environment: childEnvironment) { [self] line in
             if let pct = InstallProgress.percent(line) { step(pct) } else if !line.allSatisfy({ $0 == " " }) { last = line }
@@ -362,7 +361,8 @@ final class Updater: Service, @unchecked Sendable {
         if cancelled { return }
         guard outcome == .exited(0) else {
             unlink(bundle)   // refused: it would only take room on the state partition
-            return void(fail("install failed: \(TextFile.excerpt(last.isEmpty ? "\(outcome)" : last, limit: 300))"))
+            _ = fail("install failed: \(TextFile.excerpt(last.isEmpty ? "\(outcome)" : last, limit: 300))")
+            return
         }
         unlink(bundle)   // the slot holds it now
         log.info("installed", ["version": record.version ?? "-"])
@@ -380,10 +380,10 @@ final class Updater: Service, @unchecked Sendable {
     private func reboot() {
         let deadline = SystemClock.monotonic() + Double(settings.current[.updateRebootDeadline])
         while !wake.waitIdle(timeout: 1) {
-            if cancelled { return void(abandon(nil)) }
+            if cancelled { _ = abandon(nil); return }
             if SystemClock.monotonic() > deadline && !playback.withLock({ $0.speaking }) { break }
         }
-        if cancelled { return void(abandon(nil)) }
+        if cancelled { _ = abandon(nil); return }
         var r = record
         r.rebootBoot = bootID
         save(r, receipt: false)
@@ -474,27 +474,26 @@ final class Updater: Service, @unchecked Sendable {
             let ok = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == bytes.count && fsync(fd) == 0
             close(fd)
             if ok && rename(tmp, path) == 0 {
-                let dfd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-                if dfd >= 0 { fsync(dfd); close(dfd) }
+                Paths.syncFolder(containing: path)
             } else {
                 log.warning("state_not_saved", ["path": path, "error": FileError.phrase(errno: errno)])
             }
         }
         if receipt {
-            let now = SystemClock.nowMs()
-            storage.recordReceipt(Receipt(id: r.id ?? r.version, status: Self.receiptStatus(r.phase), ts: now / 1000, reason: r.reason,
-                                          kind: "update", progress: [.downloading, .installing].contains(r.phase) ? r.progress : nil,
-                                          version: r.version), now: now)
-            changes.post(.receipt)
+            send(Self.receiptStatus(r.phase), id: r.id, version: r.version, reason: r.reason,
+                 progress: [.downloading, .installing].contains(r.phase) ? r.progress : nil)
         }
         changes.post(.state)
     }
 
     /// A request refused before it started: one failed receipt.
-    func refusedReceipt(_ r: UpdateRequest, _ reason: String) {
+    func refusedReceipt(_ r: UpdateRequest, _ reason: String) { send(.failed, id: r.id, version: r.version, reason: reason) }
+
+    /// An update's receipt, named by the request's id, else its version.
+    private func send(_ status: Receipt.Status, id: String?, version: String?, reason: String?, progress: Int? = nil) {
         let now = SystemClock.nowMs()
-        storage.recordReceipt(Receipt(id: r.id ?? r.version, status: .failed, ts: now / 1000, reason: reason, kind: "update",
-                                      version: r.version), now: now)
+        storage.recordReceipt(Receipt(id: id ?? version, status: status, ts: now / 1000, reason: reason, kind: "update",
+                                      progress: progress, version: version), now: now)
         changes.post(.receipt)
     }
 
@@ -517,11 +516,7 @@ final class Updater: Service, @unchecked Sendable {
         return lstat(path, &st) == 0 ? Int64(st.st_size) : 0
     }
 
-    static func freeBytes(_ directory: String) -> Int64 {
-        var s = statvfs()
-        guard statvfs(directory, &s) == 0 else { return 0 }
-        return Int64(s.f_bavail) * Int64(s.f_frsize)
-    }
+    static func freeBytes(_ directory: String) -> Int64 { Paths.freeBytes(directory) ?? 0 }
 
     /// The file's SHA-256 as lowercase hex, read in 1 MiB pieces.
     static func sha256(of path: String) -> String? {
@@ -536,11 +531,9 @@ final class Updater: Service, @unchecked Sendable {
             if n == 0 { break }
             hash.update(buffer[..<n])
         }
-        return hash.finish().map { b in (b < 16 ? "0" : "") + String(b, radix: 16) }.joined()
+        return Crypto.hex(hash.finish())
     }
 }
-
-private func void(_: Bool) {}
 
 /// Calls `body` every `seconds` on its own thread until stopped.
 private final class Ticker: @unchecked Sendable {
@@ -559,8 +552,4 @@ private final class Ticker: @unchecked Sendable {
         _ = thread?.join(timeout: 2)
         thread = nil
     }
-}
-
-private extension Substring {
-    func trimmingCharacters() -> String { String(drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" || $0 == "\r" }.reversed()) }
 }

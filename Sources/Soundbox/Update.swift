@@ -114,7 +114,7 @@ public struct UpdateRequest: Sendable, Equatable {
 
 /// Where an update stands, as `status` shows it (`update`) and its
 /// receipts say it.
-public enum UpdatePhase: String, Sendable, CaseIterable {
+public enum UpdatePhase: String, Sendable {
     case idle
     case downloading
     case installing
@@ -143,9 +143,8 @@ public struct UpdateRecord: Sendable, Equatable {
     /// The bundle's file name in the update folder.
     public var file: String?
     public var force = false
-    /// The slot and version it was asked on, and the slot it installed to.
+    /// The slot it was asked on, and the slot it installed to.
     public var fromSlot: String?
-    public var fromVersion: String?
     public var toSlot: String?
     /// The boot during which the reboot into `toSlot` was asked for: a
     /// later boot on the old slot means the try happened and failed.
@@ -159,7 +158,7 @@ public struct UpdateRecord: Sendable, Equatable {
         var lines = ["phase=\(phase.rawValue)", "progress=\(progress)", "force=\(force)", "ts=\(ts)"]
         for (k, v) in [("version", version), ("reason", reason), ("id", id), ("url", url), ("sha256", sha256),
                        ("size", size.map(String.init)), ("file", file), ("from_slot", fromSlot),
-                       ("from_version", fromVersion), ("to_slot", toSlot), ("reboot_boot", rebootBoot)] {
+                       ("to_slot", toSlot), ("reboot_boot", rebootBoot)] {
             if let v { lines.append(k + "=" + Self.oneLine(v)) }
         }
         return lines.joined(separator: "\n") + "\n"
@@ -185,7 +184,6 @@ public struct UpdateRecord: Sendable, Equatable {
             case "size": r.size = Int64(v)
             case "file": r.file = UpdateRequest.isBundleName(v) ? v : nil
             case "from_slot": r.fromSlot = v
-            case "from_version": r.fromVersion = v
             case "to_slot": r.toSlot = v
             case "reboot_boot": r.rebootBoot = v
             default: break

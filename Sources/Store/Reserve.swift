@@ -1,4 +1,5 @@
 import Glibc
+import SoundboxSystem
 
 /// Room kept on the state disk for the day it fills: a file of
 /// `bytes` beside the database (`soundbox.db-reserve`). When a write fails
@@ -24,8 +25,7 @@ struct Reserve: Sendable {
     /// a quarter as much again besides. Never follows a link; a partial file is deleted.
     func make() {
         guard !isHeld else { return }
-        var fs = statvfs()
-        guard statvfs(database, &fs) == 0, Int(fs.f_bavail) * Int(fs.f_frsize) >= bytes + bytes / 4 else { return }
+        guard let free = Paths.freeBytes(database), free >= Int64(bytes + bytes / 4) else { return }
         let fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0o600)
         guard fd >= 0 else { return }
         var st = stat()

@@ -21,4 +21,12 @@ public enum Paths {
     public static func syncFolder(containing path: String) {
         try? sync(parent(of: path) ?? ".")
     }
+
+    /// Bytes an unprivileged writer may still use on the file system
+    /// holding `path`; nil (errno set) when it cannot be asked.
+    public static func freeBytes(_ path: String) -> Int64? {
+        var fs = statvfs()
+        guard statvfs(path, &fs) == 0 else { return nil }
+        return Int64(fs.f_bavail) * Int64(fs.f_frsize)
+    }
 }

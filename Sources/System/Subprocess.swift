@@ -87,9 +87,6 @@ public final class Subprocess: @unchecked Sendable {
         kill(-target, SIGTERM)
         if !lock.wait(timeout: grace, until: { pid == 0 }) { kill(-target, SIGKILL) }
     }
-
-    /// Whether `stop` was called.
-    public var isStopped: Bool { lock.broadcast { stopped } }
 }
 
 private func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafeMutablePointer<CChar>?>) -> R) -> R {

@@ -92,7 +92,7 @@ func randomNonce() -> String {
     var bytes = [UInt8](repeating: 0, count: 8)
     let fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC)
     if fd >= 0 { _ = read(fd, &bytes, 8); close(fd) }
-    return bytes.map { b in (b < 16 ? "0" : "") + String(b, radix: 16) }.joined()
+    return Crypto.hex(bytes)
 }
 
 func localHostname() -> String {

@@ -3,6 +3,7 @@
 import Glibc
 import Soundbox
 import SoundboxControl
+import SoundboxSystem
 
 /// update status | update cancel | update install FILE|URL [--sha256 H] [--bundle-version V] [--force] [--wait]
 func updateCommand(_ args: Arguments, _ out: Output) throws(Failure) {
@@ -104,8 +105,6 @@ private func copyBundle(_ source: String, into dir: String) throws(Failure) -> S
 
 enum UpdateFolder {
     static func freeText(_ dir: String) -> String {
-        var s = statvfs()
-        guard statvfs(dir, &s) == 0 else { return "free space unknown" }
-        return "\(Int64(s.f_bavail) * Int64(s.f_frsize) >> 20) MiB free there"
+        Paths.freeBytes(dir).map { "\($0 >> 20) MiB free there" } ?? "free space unknown"
     }
 }

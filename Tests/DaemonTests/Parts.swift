@@ -44,7 +44,8 @@ final class Parts {
                              playback: scheduler.status, link: Shared(LinkStatus()), gpio: Shared([]), updates: UpdateView(),
                              started: 0, environment: [:], provisioningFaultPath: scratch.path + "/provisioning.fault")
         updater = Updater(config: config, view: device.updates, storage: storage, wake: wake, playback: scheduler.status,
-                          link: device.link, settings: settings, changes: changes, environment: [:])
+                          link: device.link, settings: settings, changes: changes, environment: [:],
+                          bootID: "parts-boot")
     }
 
     func inbox() -> Inbox {

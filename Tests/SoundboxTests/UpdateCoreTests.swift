@@ -67,7 +67,7 @@ import TestSupport
         var r = UpdateRecord()
         r.phase = .waitingToReboot; r.progress = 100; r.version = "0.2.0"; r.reason = "line one\nline two"; r.id = "U1"
         r.url = "http://h/x"; r.sha256 = Self.sha; r.size = 42; r.file = "download.raucb"; r.force = true
-        r.fromSlot = "A"; r.fromVersion = "0.1.0"; r.toSlot = "B"; r.rebootBoot = "b1"; r.ts = 7
+        r.fromSlot = "A"; r.toSlot = "B"; r.rebootBoot = "b1"; r.ts = 7
         let back = UpdateRecord.parse(r.text)
         #expect(back.reason == "line one\\nline two", "a reason stays on one line")
         var expected = r
