@@ -222,8 +222,11 @@ import TestSupport
         #expect(daemon.stop().0 == 0)
         let log = daemon.log(run: 1)
         #expect(log.components(separatedBy: failedLine).count - 1 == 1, "rate-limited:\n\(log)")
-        let recovered = LogEvents(log).events.first { $0.event == "accept_recovered" }
-        #expect(Int(recovered?.fields["failures"] ?? "") ?? 0 >= 5, "\(log)")
+        // A descriptor freed meanwhile (the ping's session closing late)
+        // lets one accept through: the retries are counted over every recovery.
+        let retries = LogEvents(log).events.filter { $0.event == "accept_recovered" }
+            .reduce(0) { $0 + (Int($1.fields["failures"] ?? "") ?? 0) }
+        #expect(retries >= 5, "\(log)")
         #expect(try Store(path: daemon.database).entry(id: "EMF1")?.state == .played)
     }
 
