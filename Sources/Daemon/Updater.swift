@@ -188,27 +188,42 @@ final class Updater: Service, @unchecked Sendable {
             }
             log.info("resuming", ["phase": r.phase.rawValue, "version": r.version ?? "-"])
             perform(UpdateRequest(source: .url(url), sha256: sha, version: r.version, id: r.id, size: r.size, force: r.force), resumed: true)
-        case .waitingToReboot:
+        case .waitingToReboot, .trying:
             if let to = r.toSlot, slot == to {
-                set(.trying, reason: nil)
-            } else if let asked = r.rebootBoot, asked != bootID {
-                // Rebooted since, and back on the old slot: the try failed.
-                rolledBack(r)
-            } else {
+                if r.phase == .waitingToReboot { set(.trying, reason: nil) }
+            } else if r.phase == .waitingToReboot && (r.rebootBoot == nil || r.rebootBoot == bootID) {
                 // A power cut or a restart before the reboot: armed again (a Pi's try flag does not survive a power cut).
                 log.info("resuming", ["phase": r.phase.rawValue])
                 if helperOK(["arm"], what: "arm the new slot") { reboot() }
+            } else {
+                triedAndBack(r)
             }
-        case .trying:
-            if let to = r.toSlot, let slot, slot != to { rolledBack(r) }
         default: break
         }
     }
 
-    private func rolledBack(_ r: UpdateRecord) {
-        let why = view.system.withLock { $0.rollback }
-            ?? "slot \(r.toSlot ?? "?") did not come up (a crash, a hang or a power cut during its first boot)"
-        log.warning("rolled_back", ["slot": r.toSlot ?? "-", "version": r.version ?? "-", "reason": why])
+    /// Tries of a new slot, a power cut or a reset during one counting.
+    static let maxTries = 3
+
+    /// Rebooted into the new slot and back on the old one. The health check
+    /// left a verdict: rolled back. None (a power cut or a reset during the
+    /// try, before the check spoke): the try again, at most `maxTries` in all.
+    private func triedAndBack(_ r: UpdateRecord) {
+        let system = view.system.withLock { $0 }
+        let slot = r.toSlot ?? "?", last = system.bootReason ?? "unknown"
+        if system.rollback == nil && r.tries + 1 < Self.maxTries {
+            var again = r
+            again.tries += 1
+            again.phase = .waitingToReboot
+            again.reason = "the try of slot \(slot) ended without a verdict (last boot: \(last)); trying again (\(again.tries + 1) of \(Self.maxTries))"
+            again.rebootBoot = nil
+            log.warning("try_interrupted", ["slot": slot, "tries": "\(again.tries)", "last_boot": last])
+            save(again, receipt: true)
+            if helperOK(["arm"], what: "arm the new slot") { reboot() }
+            return
+        }
+        let why = system.rollback ?? "slot \(slot) did not come up in \(r.tries + 1) tries (a crash, a hang or a power cut during its first boot; the last boot: \(last))"
+        log.warning("rolled_back", ["slot": slot, "version": r.version ?? "-", "reason": why])
         set(.rolledBack, reason: why)
     }
 
@@ -364,7 +379,6 @@ final class Updater: Service, @unchecked Sendable {
             _ = fail("install failed: \(TextFile.excerpt(last.isEmpty ? "\(outcome)" : last, limit: 300))")
             return
         }
-        unlink(bundle)   // the slot holds it now
         log.info("installed", ["version": record.version ?? "-"])
         var armed: String?
         guard helperOK(["arm"], what: "arm the new slot", line: { l in if l.hasPrefix("slot=") { armed = String(l.dropFirst(5)) } }) else { return }
@@ -372,6 +386,7 @@ final class Updater: Service, @unchecked Sendable {
         r.phase = .waitingToReboot; r.progress = 100
         r.toSlot = armed.flatMap { ["A", "B"].contains($0) ? $0 : nil } ?? Self.other(r.fromSlot)
         save(r, receipt: true)
+        unlink(bundle)   // the slot holds it now (kept until then: a power cut before this installs it again)
         reboot()
     }
 

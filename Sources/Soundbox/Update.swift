@@ -149,13 +149,16 @@ public struct UpdateRecord: Sendable, Equatable {
     /// The boot during which the reboot into `toSlot` was asked for: a
     /// later boot on the old slot means the try happened and failed.
     public var rebootBoot: String?
+    /// Boots of `toSlot` that ended without a verdict (a power cut, a
+    /// reset before the health check spoke): each is tried again, up to 3.
+    public var tries = 0
     /// Unix seconds of the last change.
     public var ts: Int64 = 0
 
     public init() {}
 
     public var text: String {
-        var lines = ["phase=\(phase.rawValue)", "progress=\(progress)", "force=\(force)", "ts=\(ts)"]
+        var lines = ["phase=\(phase.rawValue)", "progress=\(progress)", "force=\(force)", "tries=\(tries)", "ts=\(ts)"]
         for (k, v) in [("version", version), ("reason", reason), ("id", id), ("url", url), ("sha256", sha256),
                        ("size", size.map(String.init)), ("file", file), ("from_slot", fromSlot),
                        ("to_slot", toSlot), ("reboot_boot", rebootBoot)] {
@@ -176,6 +179,7 @@ public struct UpdateRecord: Sendable, Equatable {
             case "progress": r.progress = min(100, max(0, Int(v) ?? 0))
             case "force": r.force = v == "true"
             case "ts": r.ts = Int64(v) ?? 0
+            case "tries": r.tries = min(100, max(0, Int(v) ?? 0))
             case "version": r.version = v
             case "reason": r.reason = v
             case "id": r.id = v

@@ -352,6 +352,54 @@ final class Lines: @unchecked Sendable {
         _ = rig.link.daemon.stop()
     }
 
+    /// A power cut during the new slot's first boot (the one-shot try used,
+    /// no verdict from the health check): the box is back on the old slot
+    /// and tries again, at most three times in all; then rolled back. A try
+    /// that gets through commits as usual.
+    @Test func anInterruptedTryIsTriedAgain() throws {
+        let rig = try UpdateRig()
+        let b = try rig.bundle("b.raucb", version: "0.2.0")
+        let s = try rig.serve(b.path)
+        try rig.link.start()
+        try rig.update("T1", s.url, b.sha256, "0.2.0")
+        let reboots = { rig.calls.filter { $0 == "reboot" }.count }
+        #expect(pollUntil(timeout: 30) { reboots() == 1 })
+        /// The firmware boots the armed slot once; the power is cut before anything decides.
+        func cutDuringTheTry() throws {
+            _ = rig.link.daemon.stop()
+            try rig.write("boot_reason", "power cut")
+            try? FileManager.default.removeItem(atPath: rig.system + "/next")
+            rig.newBoot()
+            try rig.link.start()
+        }
+        for again in 2...3 {
+            try cutDuringTheTry()
+            #expect(pollUntil(timeout: 30) { reboots() == again }, "\(rig.calls)")
+            let status = try rig.link.daemon.until("status") { $0["update_reason"]?.contains("(\(again) of 3)") == true }
+            #expect(status["update"]?.hasPrefix("waiting to reboot") == true && status["slot"] == "A", "\(status.pairs.pairs)")
+            #expect(status["update_reason"]?.contains("last boot: power cut") == true, "\(status.pairs.pairs)")
+        }
+        #expect(rig.calls.filter { $0 == "arm" }.count == 3, "\(rig.calls)")
+        // Once more: three tries and none got through.
+        try cutDuringTheTry()
+        #expect(rig.waitFor("T1", "rolled back"), "\(rig.statuses("T1"))")
+        let status = try rig.link.daemon.until("status") { $0["update"]?.hasPrefix("rolled back") == true }
+        #expect(status["update_reason"]?.contains("did not come up in 3 tries") == true, "\(status.pairs.pairs)")
+        #expect(reboots() == 3 && !rig.calls.contains("commit"), "\(rig.calls)")
+        _ = rig.link.daemon.stop()
+
+        // A second rollout of the same version, cut once, then booted for real: committed.
+        try rig.link.start()
+        try rig.update("T2", s.url, b.sha256, "0.2.0")
+        #expect(pollUntil(timeout: 30) { reboots() == 4 })
+        try cutDuringTheTry()
+        #expect(pollUntil(timeout: 30) { reboots() == 5 }, "\(rig.calls)")
+        try rig.rebootIntoArmed()
+        #expect(rig.waitFor("T2", "committed"), "\(rig.statuses("T2"))")
+        #expect(rig.read("default") == "B" && rig.read("version") == "0.2.0")
+        _ = rig.link.daemon.stop()
+    }
+
     /// By hand: soundboxctl copies the bundle into the update folder and
     /// follows it; a second request while one is under way is refused; a
     /// downgrade needs --force.
