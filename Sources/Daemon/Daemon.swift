@@ -13,6 +13,7 @@ public enum Daemon {
     public static let usage = """
         Usage: soundboxd [--config FILE] [--state-dir DIR] [--socket PATH] [--voices DIR]
                soundboxd --check-config [--config FILE]
+               soundboxd --migrate [--config FILE] [--state-dir DIR]
                soundboxd --version | --help
 
         The payment soundbox daemon: takes payments from the bank's broker
@@ -26,6 +27,8 @@ public enum Daemon {
           --socket PATH     control.socket
           --voices DIR      voice.dir
           --check-config    validate the settings (and that voice.lang is installed) and exit (0 valid, 78 invalid)
+          --migrate         open the database as a start would (made, or its schema brought up to date),
+                            print its schema version and exit (0, or 1 with the reason)
 
         One soundboxd per state.dir: a second one exits at once (status 1).
         Signals: SIGTERM/SIGINT stop (within 2 s), SIGHUP re-reads the settings file
@@ -49,6 +52,7 @@ public enum Daemon {
             case "--version": print("soundboxd \(soundboxVersion)"); return 0
             case "--help", "-h": print(usage); return 0
             case "--check-config": checkOnly = true
+            case "--migrate": flags[a] = "yes"
             case "--config", "--state-dir", "--socket", "--voices":
                 guard let v = it.next() else { printErr("\(a) needs a value"); return 2 }
                 flags[a] = v
@@ -114,6 +118,18 @@ public enum Daemon {
             return 1
         }
         defer { withExtendedLifetime(lock) {} }
+        if flags["--migrate"] != nil {
+            // (under the state folder's lock: never while a daemon runs on it)
+            let path = stateDir + "/soundbox.db"
+            do {
+                let store = try Store(path: path)
+                print("\(path): schema \(store.schemaVersion) (this program's: \(Store.programSchema))")
+                return 0
+            } catch {
+                printErr("\(path): \(error.description)")
+                return 1
+            }
+        }
         ControlServer.reserveDescriptors()   // soft RLIMIT_NOFILE up to the hard limit (at most 65536), before anything is opened
 
         // 1. Storage: a broken database is a fault, not a crash loop.

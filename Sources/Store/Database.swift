@@ -69,6 +69,10 @@ public struct Database: Sendable {
     private static func open(_ path: String, _ clock: @escaping @Sendable () -> ClockReading) throws(StoreError) -> Store {
         makeParent(of: path)
         let store = try Store(path: path, clock: clock)
+        if store.schemaVersion > Store.programSchema {
+            Log("storage").warning("database_newer", ["path": path, "schema": "\(store.schemaVersion)", "program_schema": "\(Store.programSchema)",
+                                                     "note": "written by a newer soundboxd (a rolled back update); used as it is"])
+        }
         if let damage = store.walDamage {
             Log("storage").error("wal_damaged", ["path": path + "-wal", "damage": damage.description, "copy": damage.copy ?? "none (it could not be copied)"])
         }

@@ -57,6 +57,11 @@ public final class Store: Sendable {
     private let disksFull = Atomic<Int>(0)
     /// The page size of a new database.
     public static let pageSize = 1024
+    /// The database's schema version: this program's (`programSchema`), or
+    /// a newer one it can use (Schema: one database, two versions).
+    public let schemaVersion: Int
+    /// The schema version this program writes.
+    public static var programSchema: Int { Schema.version }
 
     /// Opens or creates the database: WAL (flushed by `flush()`), busy_timeout
     /// 5000 ms, schema migrated to the current version. Throws a StoreError
@@ -89,6 +94,7 @@ public final class Store: Sendable {
         guard check == ["ok"] else {
             throw StoreError(call: "PRAGMA quick_check", code: SQLITE_CORRUPT, message: check.joined(separator: "; "))
         }
+        schemaVersion = try c.userVersion()
         self.path = path
         identity = Self.identity(of: path)
         isReadOnly = true
@@ -143,7 +149,7 @@ public final class Store: Sendable {
         // Reading the file in WAL mode has made the -wal file (if it was not left by a crash).
         wal = WALFile(database: path)
         try c.run(wal == nil ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
-        try Schema.migrate(c)
+        schemaVersion = try Schema.migrate(c)
         // What the file holds now is made durable, receipts included.
         let newestOutbox = try c.rows("SELECT coalesce(max(n), 0) FROM outbox") { $0.int64(0) }[0]
         lastOutbox.store(newestOutbox, ordering: .relaxed)

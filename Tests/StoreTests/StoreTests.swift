@@ -237,17 +237,6 @@ final class TempDB {
         #expect(none.count == 0 && none.totalMinor == 0)
     }
 
-    @Test func aDatabaseFromANewerSchemaIsRefused() throws {
-        do {
-            let store = try Store(path: tmp.path)
-            _ = try store.accept(pay("A"), now: t0)
-            try store.connection.withLock { c throws(StoreError) in try c.exec("PRAGMA user_version = 99") }
-        }
-        let error = #expect(throws: StoreError.self) { try Store(path: tmp.path) }
-        #expect(error?.description.contains("newer") == true, "\(String(describing: error))")
-        #expect(error?.isCorrupt == false)
-    }
-
     @Test func aFileThatIsNotADatabaseIsCorrupt() throws {
         try Data(repeating: 0x42, count: 8192).write(to: URL(fileURLWithPath: tmp.path))
         let error = #expect(throws: StoreError.self) { try Store(path: tmp.path) }

@@ -10,11 +10,18 @@
 #           SSH, listeners, journal, watchdog; one "PASS name" / "FAIL name:
 #           why" line each, "FACT name value" for figures
 #   stream  publishes payments, one a second, until the host cuts the power
-#   install installs the update bundle in the share through soundboxd
-#           (soundboxctl update install), which arms the other slot and
-#           reboots into it by itself once its queue is empty
+#   install first the refused bundles (image/test/refused-bundles), each by
+#           hand (soundboxctl update install FILE): failed, with the reason,
+#           nothing written; then the update bundle as the backend sends it:
+#           a signed cmd update over MQTT, downloaded from the guest's own
+#           HTTP server (image/test/http-serve); soundboxd installs it, arms
+#           the other slot and reboots into it once its queue is empty
+#   resume  (after a cut) soundboxd carries on with the update by itself
+#   cuttry  the tried slot's first boot, cut before soundboxd starts
+#   retry   back on the old slot after that cut: soundboxd tries again
 #   tried   checks the box on the tried slot (version, the settings carried
 #           over, the daemon), waits for soundboxd to commit it, powers off
+#           (with update cuts, the host cuts the power right after instead)
 #   badinstall, badtry, rolledback
 #           the same install of the broken bundle (its soundboxd never
 #           starts); its tried boot, left by the health check; the box back
@@ -68,6 +75,20 @@ until_true 10 test -e "$ports/receipts" || note "no virtio port receipts"
 exec 3> "$ports/receipts"
 sub -q 1 -v -t "$TOPIC/receipt" >&3 &
 marker() { echo "$*" >&3; }
+# The bundle's web server (the backend's, here on the guest's loopback).
+if [ -d "$K/bundle" ]; then
+  systemd-socket-activate --accept --inetd -l 127.0.0.1:8080 /bin/bash "$K/http-serve" "$K/bundle" 2>>"$OUT/http.log" &
+fi
+if [ "$MODE" = cuttry ]; then
+  # The new slot's first boot: the host cuts the power now, before soundboxd
+  # (ordered after this unit's readiness) has started, so before any verdict.
+  until_true 120 systemctl is-active -q soundbox-boot-reason.service || note "soundbox-boot-reason.service did not finish"
+  /usr/lib/soundbox-image/slots show > "$OUT/slots.txt" 2>&1
+  grep -qx tried=yes "$OUT/slots.txt" && pass cuttry_on_trial "$(tr '\n' ' ' < "$OUT/slots.txt")" || fail cuttry_on_trial "$(tr '\n' ' ' < "$OUT/slots.txt")"
+  sync
+  marker "TRYING boot=$BOOT"
+  sleep infinity
+fi
 systemd-notify --ready
 note "broker up, soundboxd may start"
 
@@ -316,41 +337,88 @@ stream)
   done
   ;;
 install|badinstall)
-  # As a technician would (soundboxctl over SSH, the bundle from a stick);
-  # the same updater the signed cmd drives: soundboxd copies nothing, runs
-  # the image's helper (rauc install over D-Bus as user soundbox), arms the
+  # The good update as the backend sends it (signed cmd update over MQTT,
+  # from the HTTP server); the broken one as a technician would (soundboxctl
+  # over SSH, the bundle from a stick). The same updater: soundboxd runs the
+  # image's helper (rauc install over D-Bus as user soundbox), arms the
   # other slot, and asks for the reboot once its queue is empty.
   slots=/usr/lib/soundbox-image/slots
   bdir=$K/bundle; [ "$MODE" = install ] || bdir=$K/badbundle
   bundle=$(ls "$bdir"/*.raucb | head -1)
   cur=$($slots get-current); oth=$([ "$cur" = A ] && echo B || echo A)
-  [ "$MODE" = install ] || echo "$oth" > "$bdir/slot"
+  other_dev=/dev/disk/by-partuuid/5b0c0001-0$(. /usr/lib/soundbox-image/layout; layout_board "$BOARD"; eval echo "\$part_root_$oth")
+  if [ "$MODE" = badinstall ]; then
+    echo "$oth" > "$bdir/slot"
+    [ ! -e "$K/update-cuts" ] || check committed_after_cut "the power cut right after the commit: $($slots show | tr '\n' ' ')" bash -c \
+      "$slots show | grep -qx current=$cur && $slots show | grep -qx default=$cur && $slots show | grep -qx tried=no"
+  else
+    # Refused before anything is written: the other slot's state and first 16 MiB unchanged.
+    fingerprint() { $slots show; dd if="$other_dev" bs=1M count=16 status=none | sha256sum; }
+    for want in "wrong-key:signature verification failed" "other-board:Compatible mismatch" \
+                "older:older than what runs" "tampered:does not match its signature" "truncated:Invalid bundle format|exceeds bundle size|too small"; do
+      name=${want%%:*} why=${want#*:}
+      before=$(fingerprint)
+      ctl update install "$K/refused/$name.raucb" --wait > "$OUT/refused-$name.log" 2>&1; rc=$?
+      reason=$(ctl update status | sed -n 's/^reason: *//p')
+      after=$(fingerprint)
+      if [ "$rc" -ne 0 ] && [ "$before" = "$after" ] && grep -Eq "$why" <<<"$reason" && [ ! -e "/var/lib/soundbox/update/$name.raucb" ]; then
+        pass "refused_$name" "failed, nothing written: $(cut -c1-150 <<<"$reason")"
+      else
+        fail "refused_$name" "exit $rc, slot $([ "$before" = "$after" ] && echo unchanged || echo CHANGED), reason: $(cut -c1-200 <<<"$reason"); $(tail -2 "$OUT/refused-$name.log" | tr '\n' ' ')"
+      fi
+    done
+  fi
   payment "U$BOOT-before" "1.11"
-  # The reboot soundboxd asks for waits until the checks below are done:
-  # the root path unit that carries it out is started again after them.
-  systemctl stop soundbox-update-reboot.path
+  # With no cuts, the reboot soundboxd asks for waits until the checks below
+  # are done: the root path unit that carries it out is started again after them.
+  [ -e "$K/update-cuts" ] || systemctl stop soundbox-update-reboot.path
   t=$(date +%s)
-  ctl update install "$bundle" --wait > "$OUT/update-install.log" 2>&1 &
-  wait_pid=$!
+  if [ "$MODE" = install ]; then
+    cmd="{\"cmd\":\"update\",\"id\":\"UPD-$BOOT\",\"url\":\"http://127.0.0.1:8080/$(basename "$bundle")\",\"sha256\":\"$(cat "$bdir/sha256")\",\"version\":\"$(cat "$bdir/version")\"}"
+    pub -q 1 -t "$TOPIC/cmd" -m "$(soundboxctl sign --kind cmd --key "$K/signing.key" --device "$DEVICE" "$cmd")"
+  else
+    ctl update install "$bundle" --wait > "$OUT/update-install.log" 2>&1 &
+  fi
   until_true 120 bash -c "soundboxctl update status | grep -qE '^state: *(downloading|installing|waiting to reboot)'"
   payment "U$BOOT-during" "2.22"
-  if wait "$wait_pid"; then
-    pass update_install "soundboxctl update install --wait: $(tail -1 "$OUT/update-install.log")"
-  else
-    fail update_install "$(tail -3 "$OUT/update-install.log" | tr '\n' ' ')"
-  fi
+  # (With update cuts the host cuts the power during this download.)
+  ended() { ctl update status 2>/dev/null | grep -qE '^state: *(waiting to reboot|failed)'; }
+  until_true 900 ended
+  ctl update status > "$OUT/update-status.txt" 2>&1
+  check update_install "$(grep -E '^(state|reason):' "$OUT/update-status.txt" | tr -s ' ' | tr '\n' ' ')" grep -q '^state: *waiting to reboot' "$OUT/update-status.txt"
   fact install_s "$(( $(date +%s) - t ))"
   journalctl -b -o cat -u rauc > "$OUT/rauc.log" 2>&1
   check post_install_handler "$(grep -m1 'rauc-post-install' "$OUT/rauc.log" | cut -c1-160)" grep -q 'carries this box' "$OUT/rauc.log"
+  check payload_verified "the pre-install handler read every block" grep -q 'every block of the payload verified' "$OUT/rauc.log"
   check try_armed "armed by soundboxd: $($slots show | tr '\n' ' ')" bash -c "$slots show | grep -qx try=$oth && $slots show | grep -qx default=$cur"
-  ctl update status > "$OUT/update-status.txt" 2>&1
-  check update_waiting "$(tr '\n' ' ' < "$OUT/update-status.txt" | tr -s ' ')" grep -q '^state: *waiting to reboot' "$OUT/update-status.txt"
   marker "INSTALLED boot=$BOOT reboot=$($slots reboot-argument)"
   sync
   # soundboxd asks for the reboot itself (its queue is empty once the two
   # payments are spoken): the next boot is the tried one. No reboot: a failure.
   systemctl start soundbox-update-reboot.path
   await_reboot 300 update_reboot "soundboxd did not reboot into the update: $(ctl update status | tr '\n' ' ')"
+  ;;
+resume)
+  # After a power cut in the download or the install: soundboxd resumes by
+  # itself (the download from where it was, with a Range request; an
+  # install from the start), arms and reboots.
+  ended() { ctl update status 2>/dev/null | grep -qE '^state: *(waiting to reboot|failed)'; }
+  until_true 900 ended
+  ctl update status > "$OUT/update-status.txt" 2>&1
+  marker "RESUMED boot=$BOOT $(grep '^state:' "$OUT/update-status.txt" | tr -s ' ')"
+  check update_resumed "$(grep -E '^(state|reason):' "$OUT/update-status.txt" | tr -s ' ' | tr '\n' ' ')" grep -q '^state: *waiting to reboot' "$OUT/update-status.txt"
+  sync
+  await_reboot 300 update_reboot "soundboxd did not reboot into the update: $(ctl update status | tr '\n' ' ')"
+  ;;
+retry)
+  # The try was cut before anything decided: back on the old slot, soundboxd
+  # tries again (2 of 3) by itself.
+  slots=/usr/lib/soundbox-image/slots
+  ctl update status > "$OUT/update-status.txt" 2>&1
+  check try_again "$($slots show | tr '\n' ' '); $(grep -E '^(state|reason):' "$OUT/update-status.txt" | tr -s ' ' | tr '\n' ' ')" bash -c \
+    "$slots show | grep -qx current=A && grep -q '^reason: .*ended without a verdict (last boot: power cut); trying again (2 of 3)' '$OUT/update-status.txt'"
+  sync
+  await_reboot 300 update_retry "soundboxd did not reboot into the update again: $(ctl update status | tr '\n' ' ')"
   ;;
 tried)
   slots=/usr/lib/soundbox-image/slots
@@ -375,6 +443,8 @@ tried)
     "grep -qx 'version: *$(cat "$K/bundle/version")' '$OUT/status.txt' && grep -qx 'slot: *B' '$OUT/status.txt' && grep -qx 'boot_reason: *update' '$OUT/status.txt'"
   sync
   marker "DONE boot=$BOOT"
+  # With update cuts: the host cuts the power now, just after the commit.
+  [ -e "$K/update-cuts" ] && sleep infinity
   systemctl poweroff
   ;;
 badtry)
@@ -384,6 +454,10 @@ badtry)
   $slots show > "$OUT/slots.txt" 2>&1
   check broken_slot_tried "$(tr '\n' ' ' < "$OUT/slots.txt"); soundboxd $(systemctl is-active soundboxd)" bash -c \
     "grep -qx tried=yes '$OUT/slots.txt' && ! systemctl is-active -q soundboxd"
+  # Before it fails, the broken slot's soundboxd has migrated the shared database (the rehearsed next schema).
+  until_true 60 bash -c "journalctl -b -o cat -u soundboxd | grep -q 'soundbox.db: schema'"
+  check broken_slot_migrated "$(journalctl -b -o cat -u soundboxd | grep -m1 'soundbox.db: schema')" bash -c \
+    "journalctl -b -o cat -u soundboxd | grep -q 'soundbox.db: schema 6 (this program.s: 6)'"
   marker "BADTRY boot=$BOOT"
   sync
   await_reboot 600 health_rollback "the health check did not reboot the box: $(systemctl status soundbox-update-health.timer | head -5 | tr '\n' ' ')"
@@ -400,6 +474,8 @@ rolledback)
   ctl status > "$OUT/status.txt" 2>&1
   check rolled_back_status "$(grep -E '^(state|reason):' "$OUT/update-status.txt" | tr -s ' ' | tr '\n' ' ')" bash -c \
     "grep -q '^state: *rolled back' '$OUT/update-status.txt' && grep -q '^reason: .*did not answer on slot $tried' '$OUT/update-status.txt'"
+  check old_reads_newer "$(journalctl -b -o cat -u soundboxd | grep -m1 'database_newer' | cut -c1-160)" bash -c \
+    "journalctl -b -o cat -u soundboxd | grep -q 'storage: database_newer .*schema=6 program_schema=5'"
   check boot_reason_rollback "$(grep '^boot_reason:' "$OUT/status.txt" | tr -s ' ')" grep -qx 'boot_reason: *rollback' "$OUT/status.txt"
   check version_kept "$(grep '^version:' "$OUT/status.txt" | tr -s ' ') (the good update's)" grep -qx "version: *$(cat "$K/bundle/version")" "$OUT/status.txt"
   ctl doctor > "$OUT/doctor.txt" 2>&1
