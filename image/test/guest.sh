@@ -27,6 +27,9 @@
 #           starts); its tried boot, left by the health check; the box back
 #           on the good slot, saying "rolled back" and why
 #   drain   waits until the queue is empty and powers off
+#   soak, settle
+#           image/soak-update: payments, and the update asked for again
+#           and again while the host cuts the power; then the box settled
 #
 # Daemon log lines and receipts go to the host as they happen, on the
 # virtio-serial ports "journal" and "receipts" (they survive the cut).
@@ -79,6 +82,8 @@ marker() { echo "$*" >&3; }
 if [ -d "$K/bundle" ]; then
   systemd-socket-activate --accept --inetd -l 127.0.0.1:8080 /bin/bash "$K/http-serve" "$K/bundle" 2>>"$OUT/http.log" &
 fi
+# image/soak-update: the host times its cuts from what each boot says about itself.
+case "$MODE" in soak|settle) marker "BOOTED boot=$BOOT $(/usr/lib/soundbox-image/slots show 2>&1 | tr '\n' ' ')" ;; esac
 if [ "$MODE" = cuttry ]; then
   # The new slot's first boot: the host cuts the power now, before soundboxd
   # (ordered after this unit's readiness) has started, so before any verdict.
@@ -369,9 +374,10 @@ install|badinstall)
     done
   fi
   payment "U$BOOT-before" "1.11"
-  # With no cuts, the reboot soundboxd asks for waits until the checks below
-  # are done: the root path unit that carries it out is started again after them.
-  [ -e "$K/update-cuts" ] || systemctl stop soundbox-update-reboot.path
+  # The reboot soundboxd asks for waits until the checks below are done:
+  # the root path unit that carries it out is started again after them.
+  # (With update cuts the host cuts this boot during the download.)
+  systemctl stop soundbox-update-reboot.path
   t=$(date +%s)
   if [ "$MODE" = install ]; then
     cmd="{\"cmd\":\"update\",\"id\":\"UPD-$BOOT\",\"url\":\"http://127.0.0.1:8080/$(basename "$bundle")\",\"sha256\":\"$(cat "$bdir/sha256")\",\"version\":\"$(cat "$bdir/version")\"}"
@@ -485,6 +491,41 @@ rolledback)
   ctl wait --timeout 120 > /dev/null 2>&1
   check spoken_after_rollback "a payment after the rollback: $(ctl --json history --limit 1 | cut -c1-120)" bash -c \
     "soundboxctl history --limit 5 | grep -q 'R$BOOT-after *played'"
+  sync
+  marker "DONE boot=$BOOT"
+  systemctl poweroff
+  ;;
+soak|settle)
+  # image/soak-update: payments every 5 s (each takes ~2 s to speak, so the
+  # queue empties between them and the updater finds its quiet moments) and,
+  # whenever no update is under way, the bundle installed again on the other
+  # slot from the HTTP server (forced: the same version, as a technician
+  # reinstalls it), while the host cuts the power at random moments of it.
+  # settle: no new update and no payments; once the update under way has
+  # ended (soundboxd reboots the box meanwhile) and the queue is empty, the
+  # box must be on a committed slot, not on trial.
+  slots=/usr/lib/soundbox-image/slots
+  if [ "$MODE" = soak ]; then
+    ( k=0; while :; do k=$((k + 1)); payment "S$BOOT-$k" "$((k % 9 + 1)).00"; sleep 5; done ) &   # the rate, not a synchronisation
+  fi
+  url=http://127.0.0.1:8080/$(basename "$(ls "$K"/bundle/*.raucb | head -1)")
+  under_way() { ctl update status 2>/dev/null | grep -qE '^state: *(downloading|installing|waiting to reboot|trying)'; }
+  while :; do
+    until_true 5 under_way && continue
+    ctl update status > "$OUT/update-status.txt" 2>&1
+    [ "$MODE" = settle ] && break
+    if ! ctl update install "$url" --sha256 "$(cat "$K/bundle/sha256")" --bundle-version "$(cat "$K/bundle/version")" --force > "$OUT/ask.txt" 2>&1; then
+      fail soak_update_asked "$(tr '\n' ' ' < "$OUT/ask.txt" | cut -c1-200)"
+      sleep infinity
+    fi
+    marker "ASKED boot=$BOOT after $(sed -n 's/^state: *//p' "$OUT/update-status.txt")"
+  done
+  ctl wait --timeout 600 > "$OUT/wait.txt" 2>&1 && pass settled_drained "queue empty: $(cat "$OUT/wait.txt")" || fail settled_drained "$(cat "$OUT/wait.txt")"
+  $slots show > "$OUT/slots.txt" 2>&1
+  cur=$(sed -n 's/^current=//p' "$OUT/slots.txt")
+  check settled "$(tr '\n' ' ' < "$OUT/slots.txt"); $(grep -E '^(state|reason):' "$OUT/update-status.txt" | tr -s ' ' | tr '\n' ' ')" bash -c \
+    "grep -qx 'default=$cur' '$OUT/slots.txt' && grep -qx tried=no '$OUT/slots.txt' && grep -qE '^state: *(committed|rolled back)' '$OUT/update-status.txt'"
+  check settled_connected "soundboxd connected on slot $cur" connected
   sync
   marker "DONE boot=$BOOT"
   systemctl poweroff
