@@ -82,8 +82,8 @@ marker() { echo "$*" >&3; }
 if [ -d "$K/bundle" ]; then
   systemd-socket-activate --accept --inetd -l 127.0.0.1:8080 /bin/bash "$K/http-serve" "$K/bundle" 2>>"$OUT/http.log" &
 fi
-# image/soak-update: the host times its cuts from what each boot says about itself.
-case "$MODE" in soak|settle) marker "BOOTED boot=$BOOT $(/usr/lib/soundbox-image/slots show 2>&1 | tr '\n' ' ')" ;; esac
+# What this boot is (the host times image/soak-update's cuts from it, and says what a cut hit).
+marker "BOOTED boot=$BOOT $(/usr/lib/soundbox-image/slots show 2>&1 | tr '\n' ' ')"
 if [ "$MODE" = cuttry ]; then
   # The new slot's first boot: the host cuts the power now, before soundboxd
   # (ordered after this unit's readiness) has started, so before any verdict.
