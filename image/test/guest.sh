@@ -101,7 +101,7 @@ note "broker up, soundboxd may start"
 systemctl start soundboxd.service ssh.service
 journalctl -f -n all -o cat -u soundboxd > "$ports/journal" &
 ready_us=$(systemctl show -P ActiveEnterTimestampMonotonic soundboxd.service)
-fact boot_to_ready_s "$(awk -v u="$ready_us" 'BEGIN { printf "%.1f", u / 1e6 }')"
+[ "${ready_us:-0}" -gt 0 ] && fact boot_to_ready_s "$(awk -v u="$ready_us" 'BEGIN { printf "%.1f", u / 1e6 }')"   # (never, on a broken slot)
 fact daemon_rss_kb "$(ps -o rss= -C soundboxd | tr -d ' ')"
 marker "READY boot=$BOOT"
 # The boot's own start job got it there: the one above only waited for it
@@ -354,7 +354,7 @@ install|badinstall)
   other_dev=/dev/disk/by-partuuid/5b0c0001-0$(. /usr/lib/soundbox-image/layout; layout_board "$BOARD"; eval echo "\$part_root_$oth")
   if [ "$MODE" = badinstall ]; then
     echo "$oth" > "$bdir/slot"
-    [ ! -e "$K/update-cuts" ] || check committed_after_cut "the power cut right after the commit: $($slots show | tr '\n' ' ')" bash -c \
+    [ "$(cat "$K/update-cuts")" != all ] || check committed_after_cut "the power cut right after the commit: $($slots show | tr '\n' ' ')" bash -c \
       "$slots show | grep -qx current=$cur && $slots show | grep -qx default=$cur && $slots show | grep -qx tried=no"
   else
     # Refused before anything is written: the other slot's state and first 16 MiB unchanged.
@@ -450,7 +450,7 @@ tried)
   sync
   marker "DONE boot=$BOOT"
   # With update cuts: the host cuts the power now, just after the commit.
-  [ -e "$K/update-cuts" ] && sleep infinity
+  [ "$(cat "$K/update-cuts")" = all ] && sleep infinity
   systemctl poweroff
   ;;
 badtry)
