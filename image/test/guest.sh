@@ -101,6 +101,8 @@ note "broker up, soundboxd may start"
 systemctl start soundboxd.service ssh.service
 journalctl -f -n all -o cat -u soundboxd > "$ports/journal" &
 ready_us=$(systemctl show -P ActiveEnterTimestampMonotonic soundboxd.service)
+# When this test began (boot_to_ready_s includes its broker's start from the share):
+fact test_unit_start_s "$T0"
 [ "${ready_us:-0}" -gt 0 ] && fact boot_to_ready_s "$(awk -v u="$ready_us" 'BEGIN { printf "%.1f", u / 1e6 }')"   # (never, on a broken slot)
 fact daemon_rss_kb "$(ps -o rss= -C soundboxd | tr -d ' ')"
 marker "READY boot=$BOOT"
