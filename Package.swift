@@ -45,6 +45,8 @@ let package = Package(
         .target(name: "SoundboxStore", dependencies: ["Soundbox", "CSQLite", "SoundboxSystem"], path: "Sources/Store"),
         // The control socket's client: soundboxctl, tests, benchmarks.
         .target(name: "SoundboxControl", dependencies: ["Soundbox", "SoundboxSystem"], path: "Sources/Control"),
+        // The operator's view of a fleet: statuses read, selectors (docs/fleet.md). No C imports.
+        .target(name: "SoundboxFleet", dependencies: ["Soundbox"], path: "Sources/Fleet"),
         // The daemon's services: ingest, scheduler, control socket, lifecycle.
         .target(name: "SoundboxDaemon", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxStore", "MQTTBridge", "GPIO", "SoundboxSystem", "CLinux", "SoundboxCrypto"], path: "Sources/Daemon"),
 
@@ -63,6 +65,7 @@ let package = Package(
         .testTarget(name: "SystemTests", dependencies: ["SoundboxSystem"]),
         .testTarget(name: "MQTTTests", dependencies: ["MQTTBridge"]),
         .testTarget(name: "StoreTests", dependencies: ["Soundbox", "SoundboxStore", "TestSupport"]),
+        .testTarget(name: "FleetTests", dependencies: ["Soundbox", "SoundboxFleet"]),
         .testTarget(name: "SigningTests", dependencies: ["Soundbox", "SoundboxCrypto", "TestSupport"]),
         .testTarget(name: "DaemonTests", dependencies: ["Soundbox", "SoundboxSystem", "GPIO", "SoundboxAudio", "SoundboxStore", "SoundboxDaemon", "SoundboxControl", "MQTTBridge", "TestSupport", "SoundboxCrypto", "soundboxd", "soundboxctl"],
                     exclude: ["bundle-server.py"]),   // UpdateTests' HTTP server, run from the checkout

@@ -119,11 +119,13 @@ struct StatusReport {
         return r
     }
 
-    /// The retained MQTT status: {"online":true,"version":"0.1.0","volume":6,...};
-    /// without uptime for change detection.
-    func json(uptime: Bool) -> String {
+    /// The retained MQTT status: {"online":true,"id":"counter-7","version":"0.1.0",...};
+    /// without uptime for change detection. `id` is the device's own, as in
+    /// its topic: a fleet tool reads a status that names another as a lie.
+    func json(id: String, uptime: Bool) -> String {
         var o = JSONObject()
         o.add("online", true)
+        o.add("id", id)
         for (key, value, mqtt) in fields where mqtt {
             switch value {
             case .int(let n): o.add(key, n)
@@ -134,6 +136,16 @@ struct StatusReport {
             }
         }
         if uptime { o.add("uptime_s", self.uptime) }
+        return o.text
+    }
+}
+
+extension StatusReport {
+    /// What the broker's will and a clean stop leave retained: {"online":false,"id":"counter-7"}.
+    static func offline(id: String) -> String {
+        var o = JSONObject()
+        o.add("online", false)
+        o.add("id", id)
         return o.text
     }
 }

@@ -55,7 +55,7 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
         topics = Topics(prefix: config[.mqttPrefix], device: deviceID)
         var o = MQTTClient.Options(clientID: deviceID, host: config[.mqttHost], port: config[.mqttPort])
         o.keepalive = config[.mqttKeepalive]
-        o.will = (topics.status, #"{"online":false}"#)
+        o.will = (topics.status, StatusReport.offline(id: deviceID))
         o.reconnectMax = config[.mqttReconnectMax]
         if !config[.mqttTLSCA].isEmpty {
             o.tls = .init(ca: config[.mqttTLSCA], cert: config[.mqttTLSCert].nonEmpty, key: config[.mqttTLSKey].nonEmpty)
@@ -84,7 +84,7 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
         receipts.pump(client, topic: topics.receipt)
         if device.link.withLock({ $0.connected }) {
             // A clean goodbye: the will is not published, so say it ourselves.
-            _ = try? client.publish(topics.status, #"{"online":false}"#, retain: true)
+            _ = try? client.publish(topics.status, StatusReport.offline(id: deviceID), retain: true)
         }
         // Within the shutdown's deadline (a connect hanging on a dead network cannot be cut short).
         if !client.stop(timeout: max(0, deadline.withLock { $0 } - SystemClock.monotonic())) {
@@ -188,7 +188,7 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
     private func publishStatus() -> Double? {
         guard device.link.withLock({ $0.connected }) else { return nil }
         let report = StatusReport.make(device)
-        let text = report.json(uptime: false)
+        let text = report.json(id: deviceID, uptime: false)
         let now = SystemClock.monotonic()
         switch state.withLock({ $0.status.decide(text, now: now) }) {
         case .none: return nil
@@ -196,7 +196,7 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
         case .publish: break
         }
         do {
-            try client.publish(topics.status, report.json(uptime: true), retain: true)
+            try client.publish(topics.status, report.json(id: deviceID, uptime: true), retain: true)
             state.withLock { $0.status.published(text, at: now) }
         } catch {
             log.warning("status_publish_failed", ["error": error.description])

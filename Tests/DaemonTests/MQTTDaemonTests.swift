@@ -30,6 +30,7 @@ final class Link {
     func start(failpoint: String? = nil) throws {
         try daemon.start(failpoint: failpoint)
         #expect(backend.waitUntil(timeout: 20) { self.backend.status?["online"] as? Bool == true })
+        #expect(backend.status?["id"] as? String == device, "the status names its device: \(String(describing: backend.status))")
     }
 
     func entries() throws -> [Entry] { try Store(path: daemon.database).history(limit: 1_000_000) }
@@ -131,6 +132,7 @@ final class Link {
         try link.start()
         link.daemon.kill9()
         #expect(link.backend.waitUntil(timeout: 20) { link.backend.status?["online"] as? Bool == false })
+        #expect(link.backend.status?["id"] as? String == link.device, "the will names its device too")
     }
 
     /// Bad payloads: a `rejected` receipt with a reason each; the good
