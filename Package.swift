@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .executable(name: "soundboxd", targets: ["soundboxd"]),
         .executable(name: "soundboxctl", targets: ["soundboxctl"]),
+        .executable(name: "soundbox-fleet", targets: ["soundbox-fleet"]),
     ],
     targets: [
         // One system-library target per C library (modulemap + shim.h).
@@ -47,12 +48,18 @@ let package = Package(
         .target(name: "SoundboxControl", dependencies: ["Soundbox", "SoundboxSystem"], path: "Sources/Control"),
         // The operator's view of a fleet: statuses read, selectors (docs/fleet.md). No C imports.
         .target(name: "SoundboxFleet", dependencies: ["Soundbox"], path: "Sources/Fleet"),
+        // The operator tool's broker connection, made synchronous (docs/fleet.md).
+        .target(name: "FleetLink", dependencies: ["MQTTBridge", "SoundboxSystem"], path: "Sources/FleetLink"),
+        // The command line the tools share: arguments, failures, --json output.
+        .target(name: "SoundboxCLI", path: "Sources/CLI"),
         // The daemon's services: ingest, scheduler, control socket, lifecycle.
         .target(name: "SoundboxDaemon", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxStore", "MQTTBridge", "GPIO", "SoundboxSystem", "CLinux", "SoundboxCrypto"], path: "Sources/Daemon"),
 
         // The two executables: thin wiring.
         .executableTarget(name: "soundboxd", dependencies: ["SoundboxDaemon", "MQTTBridge", "GPIO"]),
-        .executableTarget(name: "soundboxctl", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxControl", "SoundboxCrypto", "SoundboxSystem", "VoiceBuild"]),
+        .executableTarget(name: "soundboxctl", dependencies: ["Soundbox", "SoundboxCLI", "SoundboxAudio", "SoundboxControl", "SoundboxCrypto", "SoundboxSystem", "VoiceBuild"]),
+
+        .executableTarget(name: "soundbox-fleet", dependencies: ["Soundbox", "SoundboxCLI", "SoundboxFleet", "FleetLink", "MQTTBridge"]),
 
         // Benchmarks (bench/README.md); not part of the test suite.
         .executableTarget(name: "soundbox-bench", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxControl", "SoundboxSystem", "MQTTBridge", "SoundboxCrypto"], path: "bench/Sources"),
@@ -67,7 +74,7 @@ let package = Package(
         .testTarget(name: "StoreTests", dependencies: ["Soundbox", "SoundboxStore", "TestSupport"]),
         .testTarget(name: "FleetTests", dependencies: ["Soundbox", "SoundboxFleet"]),
         .testTarget(name: "SigningTests", dependencies: ["Soundbox", "SoundboxCrypto", "TestSupport"]),
-        .testTarget(name: "DaemonTests", dependencies: ["Soundbox", "SoundboxSystem", "GPIO", "SoundboxAudio", "SoundboxStore", "SoundboxDaemon", "SoundboxControl", "MQTTBridge", "TestSupport", "SoundboxCrypto", "soundboxd", "soundboxctl"],
+        .testTarget(name: "DaemonTests", dependencies: ["Soundbox", "SoundboxSystem", "GPIO", "SoundboxAudio", "SoundboxStore", "SoundboxDaemon", "SoundboxControl", "MQTTBridge", "TestSupport", "SoundboxCrypto", "soundboxd", "soundboxctl", "soundbox-fleet"],
                     exclude: ["bundle-server.py"]),   // UpdateTests' HTTP server, run from the checkout
     ],
     swiftLanguageModes: [.v6]

@@ -70,14 +70,9 @@ extension DeviceRecord {
     /// anything near this (board/mosquitto: message_size_limit 16 KiB).
     public static let maxStatusBytes = 8 * 1024
 
-    /// A device id as the device accepts it (`device.id`): 1-64 of
-    /// letters, digits, `-`, `_`, `.`; no MQTT wildcard or separator.
-    public static func isValidID(_ id: some StringProtocol) -> Bool {
-        let bytes = id.utf8
-        return (1...64).contains(bytes.count) && bytes.allSatisfy { c in
-            (0x30...0x39).contains(c) || (0x41...0x5a).contains(c) || (0x61...0x7a).contains(c) || c == 0x2d || c == 0x5f || c == 0x2e
-        }
-    }
+    /// A device id as the device accepts it (`device.id`: one topic level,
+    /// 1-64 bytes, no control or invisible character).
+    public static func isValidID(_ id: some StringProtocol) -> Bool { ConfigKey.isDeviceID(id) }
 
     /// The device id in `prefix/<id>/status`, if the topic is one.
     public static func device(inStatusTopic topic: String, prefix: String) -> String? {

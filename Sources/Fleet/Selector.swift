@@ -69,20 +69,20 @@ public struct Selector: Sendable, Equatable {
                 let line = raw.trimmingSpaces
                 if line.isEmpty || line.hasPrefix("#") { continue }
                 guard DeviceRecord.isValidID(line) else {
-                    throw SelectorError("\(path):\(n + 1): '\(TextFile.excerpt(line))' is no device id (1-64 letters, digits, '-', '_', '.')")
+                    throw SelectorError("\(path):\(n + 1): '\(TextFile.excerpt(line))' is no device id (one MQTT topic level: 1-64 bytes without '/', '+', '#' or control characters)")
                 }
                 ids.insert(line)
             }
             // An empty file selects nothing, not everything.
             names.append(.file(path))
         } else if name.contains(where: { "*?[".contains($0) }) {
-            guard name.utf8.count <= 128, name.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f && $0 != 0x2f && $0 != 0x2b && $0 != 0x23 }) else {
-                throw SelectorError("'\(TextFile.excerpt(name))': a glob is printable ASCII without '/', '+' or '#', at most 128 bytes")
+            guard DeviceRecord.isValidID(name) else {
+                throw SelectorError("'\(TextFile.excerpt(name))': a glob is at most 64 bytes, without '/', '+', '#' or control characters")
             }
             names.append(.glob(name))
         } else {
             guard DeviceRecord.isValidID(name) else {
-                throw SelectorError("'\(TextFile.excerpt(name))' is no device id (1-64 letters, digits, '-', '_', '.'), glob (shop-12*) or @FILE")
+                throw SelectorError("'\(TextFile.excerpt(name))' is no device id (1-64 bytes without '/', '+', '#' or control characters), glob (shop-12*) or @FILE")
             }
             names.append(.id(name))
         }

@@ -58,6 +58,10 @@ public final class MQTTClient: @unchecked Sendable {
         /// session off means in MQTT 3.1.1; the broker may cap it
         /// (mosquitto: `persistent_client_expiration`).
         public var sessionExpiry: UInt32 = .max
+        /// A fresh session at every connect, dropped when the connection
+        /// ends (clean start / clean session, no Session Expiry Interval):
+        /// for a tool that reads and leaves, not for a device.
+        public var cleanStart = false
 
         public struct TLS: Sendable {
             public var ca: String
@@ -100,7 +104,7 @@ public final class MQTTClient: @unchecked Sendable {
         plan = ConnectionPlan(protocolVersion: options.protocolVersion, reconnectMax: options.reconnectMax)
         self.options = options
         version = Atomic(options.protocolVersion)
-        guard let h = mosquitto_new(options.clientID, false, nil) else {
+        guard let h = mosquitto_new(options.clientID, options.cleanStart, nil) else {
             throw MQTTError(call: "mosquitto_new", code: MOSQ_ERR_ERRNO.rawValue, errno: Glibc.errno)
         }
         handle = h
@@ -144,6 +148,10 @@ public final class MQTTClient: @unchecked Sendable {
                 ? Array(UnsafeRawBufferPointer(start: m.payload, count: Int(m.payloadlen)).bindMemory(to: UInt8.self))
                 : []
             client.delegateRef?.mqttMessage(topic: topic, payload: payload, retained: m.retain)
+        }
+        mosquitto_subscribe_callback_set(h) { _, ctx, mid, count, granted in
+            let codes = (0..<Int(max(count, 0))).map { granted?[$0] ?? 128 }
+            MQTTClient.from(ctx)?.delegateRef?.mqttSubscribed(mid: mid, granted: codes)
         }
         mosquitto_publish_callback_set(h) { _, ctx, mid in
             MQTTClient.from(ctx)?.delegateRef?.mqttPublished(mid: mid)
@@ -242,7 +250,7 @@ public final class MQTTClient: @unchecked Sendable {
     private func connectProperties() throws(MQTTError) -> OpaquePointer? {
         var props: OpaquePointer?
         do throws(MQTTError) {
-            try check(mosquitto_property_add_int32(&props, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), options.sessionExpiry),
+            try check(mosquitto_property_add_int32(&props, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), options.cleanStart ? 0 : options.sessionExpiry),
                       "mosquitto_property_add_int32(SESSION_EXPIRY_INTERVAL)")
             try check(mosquitto_property_add_int32(&props, Int32(MQTT_PROP_MAXIMUM_PACKET_SIZE.rawValue), options.maximumPacketSize),
                       "mosquitto_property_add_int32(MAXIMUM_PACKET_SIZE)")
@@ -332,8 +340,12 @@ public final class MQTTClient: @unchecked Sendable {
         return mid
     }
 
-    public func subscribe(_ topic: String, qos: Int32 = 1) throws(MQTTError) {
-        try check(mosquitto_subscribe(handle, nil, topic, qos), "mosquitto_subscribe(\(topic))")
+    /// Subscribes; returns the message id that `mqttSubscribed` will report.
+    @discardableResult
+    public func subscribe(_ topic: String, qos: Int32 = 1) throws(MQTTError) -> Int32 {
+        var mid: Int32 = 0
+        try check(mosquitto_subscribe(handle, &mid, topic, qos), "mosquitto_subscribe(\(topic))")
+        return mid
     }
 
     private func check(_ rc: Int32, _ call: String) throws(MQTTError) {

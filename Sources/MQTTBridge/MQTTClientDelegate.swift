@@ -56,6 +56,9 @@ public protocol MQTTClientDelegate: AnyObject, Sendable {
     func mqttMessage(topic: String, payload: [UInt8], retained: Bool)
     /// The broker acknowledged our QoS 1 publish `mid`.
     func mqttPublished(mid: Int32)
+    /// The broker answered our SUBSCRIBE `mid`: per topic, the QoS granted
+    /// (0-2) or a refusal (128 and up, e.g. 135 not authorised).
+    func mqttSubscribed(mid: Int32, granted: [Int32])
     /// libmosquitto's own warnings and errors (TLS failures, refused
     /// connections) and the client's own notes (falling back to MQTT
     /// 3.1.1): what a technician needs to see.
@@ -64,4 +67,5 @@ public protocol MQTTClientDelegate: AnyObject, Sendable {
 
 extension MQTTClientDelegate {
     public func mqttLibraryLog(_ message: String) {}
+    public func mqttSubscribed(mid: Int32, granted: [Int32]) {}
 }

@@ -155,6 +155,12 @@ public struct ConfigKey: Sendable, Hashable {
         }
     }
 
+    /// A device id as `device.id` takes it (one MQTT topic level, 1-64
+    /// bytes, nothing hidden): what a fleet tool accepts from topics and operators.
+    public static func isDeviceID(_ s: some StringProtocol) -> Bool {
+        !s.isEmpty && Kind.fits(String(s), Kind.maxTopicLevel, refusing: "/+#")
+    }
+
     public static func named(_ name: String) -> ConfigKey? { byName[name] }
 
     /// The key table of docs/config.md, as `soundboxctl config keys` prints it.

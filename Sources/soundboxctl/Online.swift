@@ -3,6 +3,7 @@
 import FoundationEssentials
 import Glibc
 import Soundbox
+import SoundboxCLI
 import SoundboxControl
 import SoundboxAudio
 

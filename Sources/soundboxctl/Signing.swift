@@ -2,6 +2,7 @@
 // message for a device with payment.signing = required, done the same way.
 import Glibc
 import Soundbox
+import SoundboxCLI
 import SoundboxCrypto
 
 /// The core's JSON (soundboxctl has its own JSONValue for output).

@@ -2,6 +2,7 @@
 import FoundationEssentials
 import Glibc
 import Soundbox
+import SoundboxCLI
 import SoundboxAudio
 
 struct WordsResult: Encodable { var amount: String; var minor_units: Int64; var lang: String; var clips: [String] }

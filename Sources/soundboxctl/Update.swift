@@ -2,6 +2,7 @@
 // through soundboxd, which does the work and keeps the queue flowing.
 import Glibc
 import Soundbox
+import SoundboxCLI
 import SoundboxControl
 import SoundboxSystem
 

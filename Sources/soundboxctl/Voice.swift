@@ -2,6 +2,7 @@
 import FoundationEssentials
 import Glibc
 import Soundbox
+import SoundboxCLI
 import SoundboxAudio
 import VoiceBuild
 

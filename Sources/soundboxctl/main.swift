@@ -4,6 +4,7 @@
 import FoundationEssentials
 import Glibc
 import Soundbox
+import SoundboxCLI
 import SoundboxAudio
 import VoiceBuild
 
@@ -89,70 +90,18 @@ let usage = """
     fails or a say that is rejected), 2 usage error.
     """
 
-struct Failure: Error { var message: String; var code: String; var status: Int32 }
-func usageError(_ m: String) -> Failure { Failure(message: m, code: "usage", status: 2) }
-func failure(_ m: String, code: String) -> Failure { Failure(message: m, code: code, status: 1) }
-
-/// Arguments after the global options: positionals and `--name value` pairs.
-/// After `--` everything is positional (`config set KEY -- -x`).
-struct Arguments {
-    var positional: [String] = []
-    var options: [String: String] = [:]
-    var flags: Set<String> = []
-
+extension Arguments {
     static let valued: Set<String> = ["--lang", "--channel", "--volume", "-o", "--output", "--device", "--voices", "--config",
                                       "--socket", "--limit", "--id", "--timeout", "--key", "--kind", "--device", "--lufs", "--true-peak", "--source", "--sha256", "--bundle-version"]
     static let boolean: Set<String> = ["--json", "-h", "--help", "--version", "--eq", "--force", "--wait"]
-    /// Options every command accepts.
-    static let global: Set<String> = ["--json", "--help", "--version", "--config", "--voices", "--socket"]
 
     init(_ args: [String]) throws(Failure) {
-        var it = args.makeIterator()
-        while let a = it.next() {
-            if a == "--" {
-                while let rest = it.next() { positional.append(rest) }
-            } else if Self.valued.contains(a) {
-                guard let v = it.next() else { throw usageError("\(a) needs a value") }
-                options[a == "--output" ? "-o" : a] = v
-            } else if Self.boolean.contains(a) {
-                flags.insert(a == "-h" ? "--help" : a)
-            } else if a.hasPrefix("-") && a.count > 1 && Double(a) == nil {
-                throw usageError("unknown option \(a)")
-            } else {
-                positional.append(a)
-            }
-        }
+        try self.init(args, valued: Self.valued, boolean: Self.boolean,
+                      global: ["--json", "--help", "--version", "--config", "--voices", "--socket"])
     }
-
-    /// Rejects options that `command` does not take besides the global ones.
-    func allowOnly(_ allowed: Set<String>, for command: String) throws(Failure) {
-        let given = Set(options.keys).union(flags)
-        if let bad = given.subtracting(allowed).subtracting(Self.global).sorted().first {
-            throw usageError("\(command) does not take \(bad) (see --help)")
-        }
-    }
-}
-
-/// "soundboxctl: message" on standard error.
-func printError(_ message: String) {
-    let line = Array("soundboxctl: \(message)\n".utf8)
-    _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
 }
 
 let env = ProcessInfo.processInfo.environment
-/// Prints results as text or, with --json, as one JSON object.
-struct Output {
-    var json: Bool
-    func emit<T: Encodable>(_ value: T, text: String) {
-        if json {
-        let e = JSONEncoder()
-        e.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        print(String(decoding: try! e.encode(value), as: UTF8.self))
-        } else {
-            print(text)
-        }
-    }
-}
 
 func parseAmount(_ args: Arguments) throws(Failure) -> Amount {
     guard args.positional.count == 1 else {
@@ -216,12 +165,7 @@ func configKeys(_ out: Output) {
 func run(_ args: Arguments) throws(Failure) {
     let out = Output(json: args.flags.contains("--json"))
     if args.flags.contains("--version") { print("soundboxctl \(soundboxVersion)"); return }
-    guard !args.flags.contains("--help"), let command = args.positional.first else {
-        if args.flags.contains("--help") { print(usage); return }
-        throw usageError("missing COMMAND (see --help)")
-    }
-    var rest = args
-    rest.positional.removeFirst()
+    guard let (command, rest) = try args.command(usage: usage) else { return }
     switch command {
     case "words": try words(rest, out)
     case "render": try render(rest, out)
@@ -237,15 +181,4 @@ func run(_ args: Arguments) throws(Failure) {
     }
 }
 
-let argv = Array(CommandLine.arguments.dropFirst())
-do {
-    try run(try Arguments(argv))
-} catch {
-    if argv.contains("--json") {
-        struct Err: Encodable { var error: String; var code: String }
-        Output(json: true).emit(Err(error: error.message, code: error.code), text: "")
-    } else {
-        printError(error.message)
-    }
-    exit(error.status)
-}
+runMain(Array(CommandLine.arguments.dropFirst())) { argv throws(Failure) in try run(try Arguments(argv)) }

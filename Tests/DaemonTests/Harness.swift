@@ -14,6 +14,7 @@ enum Build {
     static let binDir = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().path
     static let soundboxd = binDir + "/soundboxd"
     static let soundboxctl = binDir + "/soundboxctl"
+    static let fleet = binDir + "/soundbox-fleet"
 }
 
 

@@ -1,0 +1,246 @@
+// soundbox-fleet: the operator's tool for a fleet of boxes (docs/fleet.md).
+// Thin wiring: statuses and selectors are SoundboxFleet's, the broker
+// connection FleetLink's.
+import Glibc
+import MQTTBridge
+import Soundbox
+import SoundboxCLI
+import SoundboxFleet
+import FleetLink
+
+let usage = """
+    Usage: soundbox-fleet [--json] [CONNECTION] COMMAND [ARGS]
+
+    Commands:
+      devices [SELECTOR] [--csv]
+                      the inventory, from the devices' retained statuses: id,
+                      online, version, slot, update, volume, muted, voice,
+                      queue depth, faults, uptime; statuses not believed (one
+                      naming another device, oversized, malformed, a flood) are
+                      counted and named on standard error (in --json: "anomalies")
+
+    SELECTOR: device ids, globs (shop-12*), @FILE (one id per line, # comments);
+    any of them matches (none: every device); and all of these attributes:
+      --fault F       has fault F (storage, audio, voice, takeover, provisioning; any)
+      --version EXPR  its version compares: '<0.3.0', '>=0.2.1', '0.3.0', '!=0.3.0'
+      --online | --offline
+      --voice L       its default voice pack (voice.lang)
+      --slot A|B      the root slot it runs
+      --update-state S
+                      idle, downloading, installing, waiting to reboot, trying,
+                      committed, rolled back, failed
+
+    CONNECTION (also from the environment: SOUNDBOX_FLEET_HOST, _PORT, ...):
+      --host H        the broker (default 127.0.0.1)
+      --port N        its port (default 1883, with --ca 8883)
+      --ca FILE       TLS: the CA that signed the broker's certificate
+      --cert FILE, --tls-key FILE
+                      TLS: the operator's client certificate and its key
+      --username U, --password-file FILE
+      --client-id ID  the operator's own MQTT client id (default soundbox-fleet-<host>-<pid>)
+      --prefix P      the topics' prefix (default soundbox/v1)
+      --timeout S     how long to wait for the broker (default 10)
+
+    Options:
+      --json          machine-readable output on stdout
+      -h, --help      this help;  --version (alone)  the version
+
+    Exit status: 0 success, 1 failure (explained), 2 usage error.
+    """
+
+let connectionOptions: Set<String> = ["--host", "--port", "--ca", "--cert", "--tls-key", "--username", "--password-file",
+                                      "--client-id", "--prefix", "--timeout"]
+let selectorOptions: Set<String> = ["--fault", "--version", "--voice", "--slot", "--update-state"]
+
+extension Arguments {
+    init(fleet args: [String]) throws(Failure) {
+        try self.init(args, valued: connectionOptions.union(selectorOptions),
+                      boolean: ["--json", "-h", "--help", "--csv", "--online", "--offline"],
+                      global: connectionOptions.union(["--json", "--help"]))
+    }
+
+    /// An option, else its SOUNDBOX_FLEET_* variable (`--tls-key`: SOUNDBOX_FLEET_TLS_KEY).
+    func setting(_ name: String) -> String? {
+        if let v = options[name] { return v }
+        let variable = "SOUNDBOX_FLEET_" + String(name.dropFirst(2).uppercased().map { $0 == "-" ? "_" : $0 })
+        return getenv(variable).map { String(cString: $0) }
+    }
+}
+
+/// Reads a small file (a password, a list of ids), naming it in the error.
+func readSmallFile(_ path: String, limit: Int = 16 << 20) throws(Failure) -> [UInt8] {
+    do { return try TextFile.read(path, limit: limit) } catch { throw failure("\(path): \(error)", code: "file") }
+}
+
+func prefix(_ args: Arguments) throws(Failure) -> String {
+    let p = args.setting("--prefix") ?? "soundbox/v1"
+    guard !p.isEmpty, p.utf8.count <= 128, !p.contains("+"), !p.contains("#"), !p.hasSuffix("/") else {
+        throw usageError("--prefix '\(TextFile.excerpt(p))': MQTT topic levels, without '+', '#' or a trailing '/'")
+    }
+    return p
+}
+
+func timeout(_ args: Arguments) throws(Failure) -> Double {
+    guard let t = args.setting("--timeout") else { return 10 }
+    guard let n = Int(t), (1...3600).contains(n) else { throw usageError("--timeout must be whole seconds 1-3600, not '\(TextFile.excerpt(t))'") }
+    return Double(n)
+}
+
+/// Connects to the broker as the operator.
+func connect(_ args: Arguments) throws(Failure) -> FleetLink {
+    var host = args.setting("--host") ?? "127.0.0.1"
+    if host.isEmpty { host = "127.0.0.1" }
+    var port = 0
+    if let p = args.setting("--port") {
+        guard let n = Int(p), (1...65535).contains(n) else { throw usageError("--port must be 1-65535, not '\(TextFile.excerpt(p))'") }
+        port = n
+    }
+    var hostname = [CChar](repeating: 0, count: 256)
+    gethostname(&hostname, hostname.count - 1)
+    let me = String(decoding: hostname.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    let clientID = args.setting("--client-id") ?? "soundbox-fleet-\(me)-\(getpid())"
+    guard DeviceRecord.isValidID(clientID) else { throw usageError("--client-id '\(TextFile.excerpt(clientID))': one MQTT topic level, 1-64 bytes") }
+    var o = MQTTClient.Options(clientID: clientID, host: host, port: port)
+    o.cleanStart = true
+    o.reconnectMax = 5
+    if let ca = args.setting("--ca") {
+        o.tls = .init(ca: ca, cert: args.setting("--cert"), key: args.setting("--tls-key"))
+    } else if args.setting("--cert") != nil || args.setting("--tls-key") != nil {
+        throw usageError("--cert and --tls-key need --ca (the broker's CA)")
+    }
+    o.username = args.setting("--username")
+    if let file = args.setting("--password-file") {
+        let text = String(decoding: try readSmallFile(file, limit: 4096), as: UTF8.self)
+        o.password = String(text.prefix { $0 != "\n" && $0 != "\r" })
+    }
+    let link: FleetLink
+    do {
+        link = try FleetLink(o)
+        try link.connect(timeout: try timeout(args))
+    } catch {
+        throw failure("\(host):\(port == 0 ? (o.tls == nil ? 1883 : 8883) : port): \(error)", code: "broker")
+    }
+    return link
+}
+
+func selector(_ args: Arguments) throws(Failure) -> Selector {
+    var s = Selector()
+    do {
+        for name in args.positional {
+            try s.add(name: name) { path throws(SelectorError) in
+                do { return try TextFile.read(path, limit: 16 << 20) } catch { throw SelectorError("\(path): \(error)") }
+            }
+        }
+        if let v = args.options["--version"] { s.version = try .parse(v) }
+    } catch { throw usageError(error.description) }
+    s.fault = args.options["--fault"]
+    s.voice = args.options["--voice"]
+    s.slot = args.options["--slot"]
+    s.updateState = args.options["--update-state"]
+    switch (args.flags.contains("--online"), args.flags.contains("--offline")) {
+    case (true, true): throw usageError("--online and --offline exclude each other")
+    case (true, false): s.online = true
+    case (false, true): s.online = false
+    default: break
+    }
+    return s
+}
+
+/// Every retained status under the prefix, read up to a sync marker.
+func inventory(_ args: Arguments, _ link: FleetLink, prefix p: String) throws(Failure) -> (Inventory, complete: Bool) {
+    var inv = Inventory(prefix: p)
+    let wait = try timeout(args)
+    do {
+        // QoS 0: retained statuses come at once, outside the broker's in-flight and queue limits.
+        try link.subscribe([p + "/+/status"], qos: 0, timeout: wait)
+        let complete = try link.sync(timeout: wait) { inv.ingest(topic: $0.topic, payload: $0.payload) }
+        return (inv, complete)
+    } catch {
+        throw failure(error.description, code: "broker")
+    }
+}
+
+func devicesCommand(_ args: Arguments, _ out: Output) throws(Failure) {
+    try args.allowOnly(selectorOptions.union(["--csv", "--online", "--offline"]), for: "devices")
+    let select = try selector(args)
+    let p = try prefix(args)
+    let link = try connect(args)
+    defer { link.close() }
+    let (inv, complete) = try inventory(args, link, prefix: p)
+    let now = Int64(time(nil))
+    let picked = inv.select(select, now: now)
+    if !complete {
+        printError("note: the broker did not return the tool's marker within the timeout: the list may be incomplete (may the account publish to \(link.syncTopic)?)")
+    }
+    if link.dropped > 0 { printError("note: \(link.dropped) messages dropped (more than \(link.capacity) waiting)") }
+    let anomalies = inv.anomalies.sorted { $0.key < $1.key }
+    if out.json {
+        struct Device: Encodable {
+            var id: String; var online: Bool?; var version, slot, update_state, update_version: String?
+            var update_progress: Int?; var update_reason: String?; var volume: Int?; var muted: Bool?
+            var voice: String?; var queue_depth: Int?; var faults: [String]; var uptime_s: Int?; var boot_reason: String?
+        }
+        struct Anomaly: Encodable { var count: Int; var examples: [String] }
+        struct Listing: Encodable { var devices: [Device]; var count: Int; var complete: Bool; var anomalies: [String: Anomaly] }
+        let devices = picked.map {
+            Device(id: $0.id, online: $0.online, version: $0.version, slot: $0.slot, update_state: $0.updateState,
+                   update_version: $0.updateVersion, update_progress: $0.updateProgress, update_reason: $0.updateReason,
+                   volume: $0.volume, muted: $0.muted, voice: $0.voice, queue_depth: $0.queueDepth, faults: $0.faults,
+                   uptime_s: $0.uptime, boot_reason: $0.bootReason)
+        }
+        out.emit(Listing(devices: devices, count: devices.count, complete: complete,
+                         anomalies: Dictionary(uniqueKeysWithValues: anomalies.map { ($0.key, Anomaly(count: $0.value.count, examples: $0.value.examples)) })),
+                 text: "")
+        return
+    }
+    let header = ["id", "online", "version", "slot", "update", "volume", "muted", "voice", "queue", "faults", "uptime_s"]
+    let rows = picked.map { d -> [String] in
+        var update = d.updateState ?? ""
+        if let p = d.updateProgress, update == "downloading" || update == "installing" { update += " \(p)%" }
+        if let v = d.updateVersion, !update.isEmpty, update != "idle" { update += " \(v)" }
+        return [d.id, d.online.map { $0 ? "yes" : "no" } ?? "?", d.version ?? "", d.slot ?? "", update,
+                d.volume.map(String.init) ?? "", d.muted.map { $0 ? "yes" : "no" } ?? "", d.voice ?? "",
+                d.queueDepth.map(String.init) ?? "", d.faults.joined(separator: ","), d.uptime.map(String.init) ?? ""]
+    }
+    if args.flags.contains("--csv") {
+        print(csvLine(header))
+        for r in rows { print(csvLine(r)) }
+    } else {
+        print(table([header.map { $0.uppercased() }] + rows))
+        printError("\(picked.count) of \(inv.devices.count) devices")
+    }
+    for (kind, a) in anomalies {
+        printError("\(a.count) statuses not believed (\(kind)), e.g. \(a.examples.joined(separator: "; "))")
+    }
+}
+
+/// RFC 4180: a field with a comma, quote or line break is quoted, its quotes doubled.
+func csvLine(_ fields: [String]) -> String {
+    fields.map { f in
+        f.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" })
+            ? "\"" + f.split(separator: "\"", omittingEmptySubsequences: false).joined(separator: "\"\"") + "\"" : f
+    }.joined(separator: ",")
+}
+
+/// Columns padded to their widest cell (in characters).
+func table(_ rows: [[String]]) -> String {
+    var widths: [Int] = []
+    for r in rows { for (i, c) in r.enumerated() { if i >= widths.count { widths.append(0) }; widths[i] = max(widths[i], c.count) } }
+    return rows.map { r in
+        r.enumerated().map { i, c in i == r.count - 1 ? c : c + String(repeating: " ", count: widths[i] - c.count) }.joined(separator: "  ")
+    }.joined(separator: "\n")
+}
+
+func run(_ argv: [String]) throws(Failure) {
+    if argv == ["--version"] { print("soundbox-fleet \(soundboxVersion)"); return }
+    let args = try Arguments(fleet: argv)
+    let out = Output(json: args.flags.contains("--json"))
+    guard let (command, rest) = try args.command(usage: usage) else { return }
+    switch command {
+    case "devices": try devicesCommand(rest, out)
+    case "help": print(usage)
+    default: throw usageError("unknown command '\(command)' (see --help)")
+    }
+}
+
+runMain(Array(CommandLine.arguments.dropFirst())) { argv throws(Failure) in try run(argv) }

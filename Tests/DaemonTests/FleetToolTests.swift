@@ -1,0 +1,119 @@
+// soundbox-fleet against a real mosquitto, real soundboxd and devices
+// simulated by their retained statuses (docs/fleet.md).
+import Foundation
+import Testing
+import TestSupport
+import Soundbox
+
+/// One run of soundbox-fleet (connection options for `broker` added).
+struct FleetRun {
+    let status: Int32
+    let stdout: String
+    let stderr: String
+
+    init(_ broker: Broker, _ args: [String], sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let r = try CommandRun([Build.fleet, "--host", "127.0.0.1", "--port", "\(broker.port)", "--timeout", "20"] + args,
+                               environment: ["PATH": "/usr/bin:/bin"], timeout: 120)
+        #expect(!r.timedOut, "soundbox-fleet \(args) still running after 120 s (killed)", sourceLocation: sourceLocation)
+        (status, stdout, stderr) = (r.status, r.stdout, r.stderr)
+    }
+
+    func json() throws -> [String: Any] {
+        guard let j = try JSONSerialization.jsonObject(with: Data(stdout.utf8)) as? [String: Any] else {
+            throw TestFailure("not a JSON object: \(stdout)\n\(stderr)")
+        }
+        return j
+    }
+
+    /// `devices --json`: id → device.
+    func devices() throws -> [String: [String: Any]] {
+        let list = try json()["devices"] as? [[String: Any]] ?? []
+        return Dictionary(uniqueKeysWithValues: list.map { ($0["id"] as? String ?? "?", $0) })
+    }
+}
+
+@Suite struct FleetToolTests {
+    /// A real soundboxd and 300 simulated boxes, some lying: the inventory
+    /// lists every honest one with its fields, believes no liar, and says
+    /// how many it refused and why.
+    @Test func inventoryOfRealAndSimulatedDevicesRefusesLiars() throws {
+        let link = try Link(device: "real-1")
+        try link.start()
+        let endpoint = MQTTEndpoint(port: link.broker.port)
+        for i in 0..<300 {
+            let voice = i % 3 == 0 ? "hi-IN" : "zh-CN"
+            let faults = i % 50 == 7 ? #"["storage"]"# : "[]"
+            try mosquittoPub(endpoint, topic: "soundbox/v1/shop-\(i)/status", message:
+                #"{"online":\#(i % 10 != 9),"id":"shop-\#(i)","version":"0.\#(i % 4).0","slot":"A","update":{"state":"idle"},"volume":\#(i % 11),"muted":false,"queue_depth":0,"voice":"\#(voice)","faults":\#(faults),"uptime_s":\#(i)}"#,
+                retain: true)
+        }
+        // Liars: one speaks for shop-1, one is malformed, one oversized, one with a terminal escape.
+        try mosquittoPub(endpoint, topic: "soundbox/v1/evil-1/status", message: #"{"online":true,"id":"shop-1","volume":0}"#, retain: true)
+        try mosquittoPub(endpoint, topic: "soundbox/v1/evil-2/status", message: #"{"online":tru"#, retain: true)
+        try mosquittoPub(endpoint, topic: "soundbox/v1/evil-3/status", message: #"{"x":""# + String(repeating: "a", count: 9000) + #""}"#, retain: true)
+        try mosquittoPub(endpoint, topic: "soundbox/v1/evil-4/status", message: #"{"version":"\u001b]0;pwned\u0007"}"#, retain: true)
+
+        let all = try FleetRun(link.broker, ["--json", "devices"])
+        #expect(all.status == 0, "\(all.stderr)")
+        let devices = try all.devices()
+        #expect(devices.count == 301, "300 simulated and the real one")
+        #expect(devices["shop-1"]?["volume"] as? Int == 1, "the liar did not change shop-1")
+        #expect(devices["real-1"]?["online"] as? Bool == true)
+        #expect(devices["real-1"]?["version"] as? String == soundboxVersion)
+        #expect(devices["real-1"]?["queue_depth"] as? Int == 0)
+        #expect(devices.keys.allSatisfy { !$0.hasPrefix("evil") })
+        let anomalies = try all.json()["anomalies"] as? [String: [String: Any]] ?? [:]
+        #expect(anomalies["other_id"]?["count"] as? Int == 1)
+        #expect(anomalies["not_json"]?["count"] as? Int == 1)
+        #expect(anomalies["oversized"]?["count"] as? Int == 1)
+        #expect(anomalies["bad_field"]?["count"] as? Int == 1)
+        #expect(try all.json()["complete"] as? Bool == true)
+
+        // Selectors: a glob and attributes, all of which must hold.
+        let picked = try FleetRun(link.broker, ["--json", "devices", "shop-1*", "--voice", "hi-IN", "--version", "<0.2.0", "--online"]).devices()
+        let expected = (0..<300).filter { i in
+            "shop-\(i)".hasPrefix("shop-1") && i % 3 == 0 && i % 4 < 2 && i % 10 != 9
+        }.map { "shop-\($0)" }
+        #expect(Set(picked.keys) == Set(expected) && !expected.isEmpty)
+        let broken = try FleetRun(link.broker, ["--json", "devices", "--fault", "storage"]).devices()
+        #expect(Set(broken.keys) == Set((0..<300).filter { $0 % 50 == 7 }.map { "shop-\($0)" }))
+
+        // A file of ids, as CSV.
+        let ids = link.scratch.path + "/ids.txt"
+        try "# canary\nshop-5\nreal-1\nshop-999\n".write(toFile: ids, atomically: true, encoding: .utf8)
+        let csv = try FleetRun(link.broker, ["devices", "@" + ids, "--csv"])
+        #expect(csv.status == 0)
+        let lines = csv.stdout.split(separator: "\n")
+        #expect(lines.first == "id,online,version,slot,update,volume,muted,voice,queue,faults,uptime_s")
+        #expect(lines.dropFirst().map { String($0.split(separator: ",").first ?? "") }.sorted() == ["real-1", "shop-5"])
+
+        // The real device's will: killed, it shows offline, named by id.
+        link.daemon.kill9()
+        #expect(link.backend.waitUntil(timeout: 20) { link.backend.status?["online"] as? Bool == false })
+        let after = try FleetRun(link.broker, ["--json", "devices", "real-1"]).devices()
+        #expect(after["real-1"]?["online"] as? Bool == false)
+    }
+
+    /// Bad command lines and an unreachable broker: a clear error, exit 2 or 1, no hang.
+    @Test func badInputIsRefusedWithTheReason() throws {
+        let scratch = Scratch()
+        let broker = try Broker(dir: scratch.path + "/broker")
+        for (args, status, words) in [
+            (["devices", "shop/1"], 2, "is no device id"),
+            (["devices", "--version", "newest"], 2, "expected a comparison and a version"),
+            (["devices", "--online", "--offline"], 2, "exclude each other"),
+            (["devices", "@" + scratch.path + "/missing"], 2, "missing"),
+            (["devices", "--prefix", "a/#"], 2, "--prefix"),
+            (["devices", "--sign"], 2, "unknown option --sign"),
+            (["frobnicate"], 2, "unknown command"),
+        ] {
+            let r = try FleetRun(broker, args)
+            #expect(r.status == Int32(status) && r.stderr.contains(words), "\(args): \(r.status) \(r.stderr)")
+        }
+        broker.stop()
+        let down = try FleetRun(broker, ["--json", "devices"])
+        #expect(down.status == 1)
+        #expect(try down.json()["code"] as? String == "broker")
+        #expect((try down.json()["error"] as? String)?.contains("Connection refused") == true)
+    }
+}
