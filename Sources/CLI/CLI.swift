@@ -88,12 +88,15 @@ public struct Output {
 }
 
 /// Runs a program's `run`, printing a failure as text or (with --json) as
-/// `{"error", "code"}`, and exits with its status.
+/// `{"error", "code"}`, and exits with its status (a failure without a
+/// message: only the status).
 public func runMain(_ argv: [String], _ run: ([String]) throws(Failure) -> Void) -> Never {
     do {
         try run(argv)
         exit(0)
     } catch {
+        // A failure already reported on stdout (a summary that says what went wrong): only the status.
+        if error.message.isEmpty { exit(error.status) }
         if argv.contains("--json") {
             struct Err: Encodable { var error: String; var code: String }
             Output(json: true).emit(Err(error: error.message, code: error.code), text: "")

@@ -6,6 +6,13 @@ import CCrypto
 /// tools (`openssl pkeyutl`, Python's `cryptography`) use. Nothing here
 /// does arithmetic of its own.
 public enum Crypto {
+    /// 16 lowercase hex digits from OpenSSL's CSPRNG: a signed cmd's `nonce`.
+    public static func nonce() -> String {
+        var bytes = [UInt8](repeating: 0, count: 8)
+        precondition(RAND_bytes(&bytes, 8) == 1, "RAND_bytes failed")
+        return hex(bytes)
+    }
+
     /// SHA-256 of `bytes`.
     public static func sha256(_ bytes: [UInt8]) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 32)

@@ -94,7 +94,7 @@ final class Settings: Sendable {
         var out: [String: String] = [:]
         for (k, v) in changes {
             guard let key = ConfigKey.named(k) else { out[k] = "unknown key"; continue }
-            if let why = Self.refusal(key, who) { out[k] = why; continue }
+            if let why = key.refusal(who) { out[k] = why; continue }
             if let why = Self.problem(key, v, voices) { out[k] = why }
         }
         return out
@@ -109,7 +109,7 @@ final class Settings: Sendable {
         var normalized: [String: String] = [:]
         for (k, v) in changes.sorted(by: { $0.key < $1.key }) {
             guard let key = ConfigKey.named(k) else { throw .invalid(.unknownKey(k)) }
-            if let why = Self.refusal(key, who) { throw .refused(k, why) }
+            if let why = key.refusal(who) { throw .refused(k, why) }
             if let why = Self.problem(key, v, voices) { throw .refused(k, why) }
             // A pack by its installed name (zh-cn → zh-CN).
             normalized[k] = key == TextKey.voiceLang.key ? voices.canonical(v) ?? v : v
@@ -131,16 +131,6 @@ final class Settings: Sendable {
             throw .storage(persistError)
         }
         return current
-    }
-
-    /// Why `who` may not set `key`, or nil.
-    private static func refusal(_ key: ConfigKey, _ who: ConfigKey.Scope) -> String? {
-        guard key.scope < who else { return nil }
-        switch key.scope {
-        case .file: return "\(key.name) only takes effect at start and is set only in the settings file: edit the file and restart soundboxd"
-        case .local: return "\(key.name) cannot be set remotely; a technician sets it on the box (soundboxctl config set)"
-        case .remote: return nil
-        }
     }
 
     /// Why `value` is not allowed for `key` on this box, or nil.

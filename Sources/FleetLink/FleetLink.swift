@@ -25,6 +25,8 @@ public final class FleetLink: MQTTClientDelegate, @unchecked Sendable {
         var connack: Int32?
         var disconnects = 0
         var subacks: [Int32: [Int32]] = [:]
+        /// QoS 1 publishes the broker acknowledged, not yet waited for.
+        var acked: Set<Int32> = []
         var inbox: [Message] = []
         var head = 0
         var dropped = 0
@@ -64,11 +66,12 @@ public final class FleetLink: MQTTClientDelegate, @unchecked Sendable {
     }
 
     /// Subscribes and waits for the SUBACK; a refused topic (an ACL) is an error naming it.
-    public func subscribe(_ topics: [String], qos: Int32, timeout: Double) throws(FleetError) {
+    /// `retained` false: no stored retained messages (MQTT 5; on 3.1.1 they come, flagged).
+    public func subscribe(_ topics: [String], qos: Int32, retained: Bool = true, timeout: Double) throws(FleetError) {
         guard let client else { return }
         var mids: [(Int32, String)] = []
         for t in topics {
-            do { mids.append((try client.subscribe(t, qos: qos), t)) } catch { throw FleetError(error.description) }
+            do { mids.append((try client.subscribe(t, qos: qos, retained: retained), t)) } catch { throw FleetError(error.description) }
         }
         for (mid, topic) in mids {
             guard let granted = locked(timeout: timeout, until: { $0.subacks[mid] != nil }, { $0.subacks.removeValue(forKey: mid) }) else {
@@ -84,6 +87,18 @@ public final class FleetLink: MQTTClientDelegate, @unchecked Sendable {
     public func publish(_ topic: String, _ payload: String, qos: Int32 = 1, retain: Bool = false) throws(FleetError) -> Int32 {
         guard let client else { return 0 }
         do { return try client.publish(topic, payload, qos: qos, retain: retain) } catch { throw FleetError(error.description) }
+    }
+
+    /// Waits until the broker has acknowledged every QoS 1 publish in
+    /// `mids`; returns how many it had not within `timeout`.
+    public func waitAcknowledged(_ mids: [Int32], timeout: Double) -> Int {
+        let wanted = Set(mids)
+        _ = wake.wait(timeout: timeout) { wanted.isSubset(of: state.acked) }
+        return locked { s in
+            let missing = wanted.subtracting(s.acked).count
+            s.acked.subtract(wanted)
+            return missing
+        }
     }
 
     /// The next message, waiting at most `timeout` seconds.
@@ -130,7 +145,7 @@ public final class FleetLink: MQTTClientDelegate, @unchecked Sendable {
             if s.connack == nil { s.failedAttempts += 1; s.notes.append(MQTTClient.disconnectText(rc: rc)) }
         }
     }
-    public func mqttPublished(mid: Int32) {}
+    public func mqttPublished(mid: Int32) { update { _ = $0.acked.insert(mid) } }
     public func mqttSubscribed(mid: Int32, granted: [Int32]) { update { $0.subacks[mid] = granted } }
     public func mqttMessage(topic: String, payload: [UInt8], retained: Bool) {
         update { s in

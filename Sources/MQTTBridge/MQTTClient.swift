@@ -341,10 +341,13 @@ public final class MQTTClient: @unchecked Sendable {
     }
 
     /// Subscribes; returns the message id that `mqttSubscribed` will report.
+    /// `retained` false: the broker sends no stored retained messages for
+    /// it (MQTT 5's Retain Handling 2; on 3.1.1 they come, flagged retained).
     @discardableResult
-    public func subscribe(_ topic: String, qos: Int32 = 1) throws(MQTTError) -> Int32 {
+    public func subscribe(_ topic: String, qos: Int32 = 1, retained: Bool = true) throws(MQTTError) -> Int32 {
         var mid: Int32 = 0
-        try check(mosquitto_subscribe(handle, &mid, topic, qos), "mosquitto_subscribe(\(topic))")
+        let options = retained || protocolVersion != 5 ? 0 : Int32(MQTT_SUB_OPT_SEND_RETAIN_NEVER.rawValue)
+        try check(mosquitto_subscribe_v5(handle, &mid, topic, qos, options, nil), "mosquitto_subscribe(\(topic))")
         return mid
     }
 

@@ -155,6 +155,16 @@ public struct ConfigKey: Sendable, Hashable {
         }
     }
 
+    /// Why `who` may not set this key, or nil (the device's answer, and a fleet tool's before it sends).
+    public func refusal(_ who: Scope) -> String? {
+        guard scope < who else { return nil }
+        switch scope {
+        case .file: return "\(name) only takes effect at start and is set only in the settings file: edit the file and restart soundboxd"
+        case .local: return "\(name) cannot be set remotely; a technician sets it on the box (soundboxctl config set)"
+        case .remote: return nil
+        }
+    }
+
     /// A device id as `device.id` takes it (one MQTT topic level, 1-64
     /// bytes, nothing hidden): what a fleet tool accepts from topics and operators.
     public static func isDeviceID(_ s: some StringProtocol) -> Bool {

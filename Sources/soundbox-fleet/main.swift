@@ -18,6 +18,13 @@ let usage = """
                       queue depth, faults, uptime; statuses not believed (one
                       naming another device, oversized, malformed, a flood) are
                       counted and named on standard error (in --json: "anomalies")
+      config set KEY=VALUE... [SELECTOR] --key PRIVATE [--wait S]
+                      one signed, retained config per device (only the keys the
+                      backend may set, each value checked first: refused here
+                      with the device's reason), then each device's answer:
+                      applied, refused (with its reason), offline (it applies
+                      when it comes back), no answer within S seconds (60);
+                      exit 1 unless every online device applied it
 
     SELECTOR: device ids, globs (shop-12*), @FILE (one id per line, # comments);
     any of them matches (none: every device); and all of these attributes:
@@ -40,6 +47,8 @@ let usage = """
       --client-id ID  the operator's own MQTT client id (default soundbox-fleet-<host>-<pid>)
       --prefix P      the topics' prefix (default soundbox/v1)
       --timeout S     how long to wait for the broker (default 10)
+      --key PRIVATE   the backend's Ed25519 private key (PEM) that signs configs and
+                      commands (docs/signing.md); also SOUNDBOX_FLEET_KEY
 
     Options:
       --json          machine-readable output on stdout
@@ -49,12 +58,13 @@ let usage = """
     """
 
 let connectionOptions: Set<String> = ["--host", "--port", "--ca", "--cert", "--tls-key", "--username", "--password-file",
-                                      "--client-id", "--prefix", "--timeout"]
+                                      "--client-id", "--prefix", "--timeout", "--key"]
+let commandOptions: Set<String> = ["--wait"]
 let selectorOptions: Set<String> = ["--fault", "--version", "--voice", "--slot", "--update-state"]
 
 extension Arguments {
     init(fleet args: [String]) throws(Failure) {
-        try self.init(args, valued: connectionOptions.union(selectorOptions),
+        try self.init(args, valued: connectionOptions.union(selectorOptions).union(commandOptions),
                       boolean: ["--json", "-h", "--help", "--csv", "--online", "--offline"],
                       global: connectionOptions.union(["--json", "--help"]))
     }
@@ -69,7 +79,7 @@ extension Arguments {
 
 /// Reads a small file (a password, a list of ids), naming it in the error.
 func readSmallFile(_ path: String, limit: Int = 16 << 20) throws(Failure) -> [UInt8] {
-    do { return try TextFile.read(path, limit: limit) } catch { throw failure("\(path): \(error)", code: "file") }
+    do { return try TextFile.read(path, limit: limit) } catch { throw failure("\(error)", code: "file") }
 }
 
 func prefix(_ args: Arguments) throws(Failure) -> String {
@@ -238,6 +248,7 @@ func run(_ argv: [String]) throws(Failure) {
     guard let (command, rest) = try args.command(usage: usage) else { return }
     switch command {
     case "devices": try devicesCommand(rest, out)
+    case "config": try configCommand(rest, out)
     case "help": print(usage)
     default: throw usageError("unknown command '\(command)' (see --help)")
     }

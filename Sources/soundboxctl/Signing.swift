@@ -63,7 +63,7 @@ func signCommand(_ args: Arguments, _ out: Output) throws(Failure) {
         device = settings[.deviceID].isEmpty ? localHostname() : settings[.deviceID]
     }
     switch Signature.sign(document, kind: kind, device: device, kid: key.publicKey.id, now: Int64(time(nil)),
-                          nonce: randomNonce, sign: key.sign) {
+                          nonce: Crypto.nonce, sign: key.sign) {
     case .failure(let p): throw failure(p.detail ?? p.description, code: "payload")
     case .success(let signed):
         struct Signed: Encodable { var kind: String; var device: String; var kid: String; var canonical: String; var message: String }
@@ -89,12 +89,6 @@ func readStandardInput() -> [UInt8] {
 }
 
 /// 16 hex digits from the kernel's random source.
-func randomNonce() -> String {
-    var bytes = [UInt8](repeating: 0, count: 8)
-    let fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC)
-    if fd >= 0 { _ = read(fd, &bytes, 8); close(fd) }
-    return Crypto.hex(bytes)
-}
 
 func localHostname() -> String {
     var buf = [CChar](repeating: 0, count: 256)

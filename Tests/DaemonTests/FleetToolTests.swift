@@ -94,6 +94,57 @@ struct FleetRun {
         #expect(after["real-1"]?["online"] as? Bool == false)
     }
 
+    /// One signed config to four devices: the real one with the backend's
+    /// key applies it; a real one that trusts another key refuses it (its
+    /// `rejected` receipt's reason); an offline one is counted offline (the
+    /// retained config waits for it); a silent one is "no answer". Keys the
+    /// backend may not set and bad values are refused before anything is sent.
+    @Test func configSetTalliesEveryAnswer() throws {
+        let (link, keys) = try signedLink(device: "real-1")
+        try link.start()
+        let other = try BackendKey(dir: link.scratch.path + "/other", name: "other")
+        try FileManager.default.createDirectory(atPath: link.scratch.path + "/other/keys", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: other.publicPath, toPath: link.scratch.path + "/other/keys/other.pem")
+        try FileManager.default.createDirectory(atPath: link.scratch.path + "/second", withIntermediateDirectories: true)
+        let second = try Daemon(dir: link.scratch.path + "/second", config: [
+            "mqtt.enabled": "true", "mqtt.host": "127.0.0.1", "mqtt.port": "\(link.broker.port)", "device.id": "real-2",
+            "mqtt.keepalive": "5", "mqtt.reconnect_max_s": "2", "mqtt.link_prompts": "false",
+            "payment.signing": "required", "payment.keys": link.scratch.path + "/other/keys"])
+        let watch2 = try Backend(port: link.broker.port, device: "real-2")
+        try second.start()
+        #expect(watch2.waitUntil(timeout: 20) { watch2.status?["online"] as? Bool == true })
+        let endpoint = MQTTEndpoint(port: link.broker.port)
+        try mosquittoPub(endpoint, topic: "soundbox/v1/sim-off/status", message: #"{"online":false,"id":"sim-off"}"#, retain: true)
+        try mosquittoPub(endpoint, topic: "soundbox/v1/sim-mute/status", message: #"{"online":true,"id":"sim-mute"}"#, retain: true)
+        let appliedBefore = link.backend.applied.count
+
+        // Refused here: nothing reaches any device.
+        for (setting, words) in [("state.dir=/tmp/x", "set only in the settings file"), ("audio.volume=11", "expected an integer 0-10"),
+                                 ("mqtt.host=evil.example", "set only in the settings file"), ("no.such=1", "unknown key"),
+                                 ("audio.volume", "needs KEY=VALUE")] {
+            let r = try FleetRun(link.broker, ["config", "set", setting, "--key", keys[0].privatePath])
+            #expect(r.status == 2 && r.stderr.contains(words), "\(setting): \(r.status) \(r.stderr)")
+        }
+        let nokey = try FleetRun(link.broker, ["config", "set", "audio.volume=8"])
+        #expect(nokey.status == 2 && nokey.stderr.contains("--key"))
+
+        let r = try FleetRun(link.broker, ["--json", "config", "set", "audio.volume=8", "--key", keys[0].privatePath, "--wait", "15"])
+        #expect(r.status == 1, "one refused and one silent: not all applied")
+        let j = try r.json()
+        #expect(j["applied"] as? [String] == ["real-1"], "\(r.stdout) \(r.stderr)")
+        #expect((j["refused"] as? [String: String])?["real-2"]?.contains("signature") == true)
+        #expect(j["offline"] as? [String] == ["sim-off"])
+        #expect(j["no_answer"] as? [String] == ["sim-mute"])
+        #expect(link.backend.waitUntil(timeout: 10) { link.backend.status?["volume"] as? Int == 8 })
+        #expect(link.backend.applied.count == appliedBefore + 1, "the refused attempts sent nothing")
+        #expect(watch2.status?["volume"] as? Int == 6, "the device that trusts another key kept its volume")
+
+        // A selector: only real-1, which applies it: exit 0.
+        let one = try FleetRun(link.broker, ["config", "set", "audio.volume=5", "real-1", "--key", keys[0].privatePath])
+        #expect(one.status == 0 && one.stdout.hasPrefix("applied:   1  real-1"), "\(one.stdout) \(one.stderr)")
+        #expect(second.stop().0 == 0)
+    }
+
     /// Bad command lines and an unreachable broker: a clear error, exit 2 or 1, no hang.
     @Test func badInputIsRefusedWithTheReason() throws {
         let scratch = Scratch()
