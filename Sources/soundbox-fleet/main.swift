@@ -25,6 +25,12 @@ let usage = """
                       applied, refused (with its reason), offline (it applies
                       when it comes back), no answer within S seconds (60);
                       exit 1 unless every online device applied it
+      cmd replay|test|summary [SELECTOR] --key PRIVATE [--wait S]
+                      one signed command per device (its own nonce; not
+                      retained): accepted unless the device refuses it within
+                      S seconds (10; a refusal is a rejected receipt with its
+                      reason); offline devices get it from their session when
+                      they come back; exit 1 if any refused
 
     SELECTOR: device ids, globs (shop-12*), @FILE (one id per line, # comments);
     any of them matches (none: every device); and all of these attributes:
@@ -249,6 +255,7 @@ func run(_ argv: [String]) throws(Failure) {
     switch command {
     case "devices": try devicesCommand(rest, out)
     case "config": try configCommand(rest, out)
+    case "cmd": try cmdCommand(rest, out)
     case "help": print(usage)
     default: throw usageError("unknown command '\(command)' (see --help)")
     }

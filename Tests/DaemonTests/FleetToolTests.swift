@@ -142,6 +142,18 @@ struct FleetRun {
         // A selector: only real-1, which applies it: exit 0.
         let one = try FleetRun(link.broker, ["config", "set", "audio.volume=5", "real-1", "--key", keys[0].privatePath])
         #expect(one.status == 0 && one.stdout.hasPrefix("applied:   1  real-1"), "\(one.stdout) \(one.stderr)")
+
+        // A command: real-1 runs it; real-2 refuses it (another key); the
+        // silent one is taken as accepted (only a refusal answers a command).
+        let test = try FleetRun(link.broker, ["--json", "cmd", "test", "--key", keys[0].privatePath, "--wait", "5"])
+        #expect(test.status == 1, "one refused")
+        let t = try test.json()
+        #expect(t["applied"] as? [String] == ["real-1", "sim-mute"], "\(test.stdout) \(test.stderr)")
+        #expect((t["refused"] as? [String: String])?["real-2"]?.contains("signature") == true)
+        #expect(t["offline"] as? [String] == ["sim-off"])
+        #expect(pollUntil(timeout: 10) { link.daemon.log(run: 1).contains("cmd=test") }, "real-1 ran it")
+        let bad = try FleetRun(link.broker, ["cmd", "update", "--key", keys[0].privatePath])
+        #expect(bad.status == 2 && bad.stderr.contains("usage: cmd replay|test|summary"))
         #expect(second.stop().0 == 0)
     }
 

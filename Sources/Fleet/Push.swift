@@ -1,6 +1,6 @@
-/// `soundbox-fleet config set`: the settings checked before anything is
-/// sent (the allow-list and every value, in the device's own words), and
-/// the tally of the devices' answers (docs/fleet.md "config set").
+/// `soundbox-fleet config set` and `cmd`: the settings checked before
+/// anything is sent (the allow-list and every value, in the device's own
+/// words), and the tally of the devices' answers (docs/fleet.md).
 import Soundbox
 
 public struct ConfigPush: Sendable, Equatable {
@@ -33,27 +33,34 @@ public struct ConfigPush: Sendable, Equatable {
     public var document: JSONValue { .object(settings.map { ($0.key, .string($0.value)) }) }
 }
 
-/// The answers to one push, by device.
-public struct ConfigTally: Sendable {
+/// The answers to one push (a config or a command to many devices), by device.
+public struct PushTally: Sendable {
+    /// A config is answered on `config/applied`; a command only when it is
+    /// refused (a `rejected` receipt of kind cmd): silence means accepted.
+    public enum Kind: String, Sendable { case config, cmd }
     public enum Outcome: Sendable, Equatable {
+        /// A config applied; a command the broker delivered and the device did not refuse.
         case applied
         /// The device's reason (`config/applied` "rejected", or a `rejected` config receipt: a signature refused).
         case refused(String)
-        /// Offline when the config was sent: it applies when the device comes back (the config is retained).
+        /// Offline when it was sent: a config applies when the device comes
+        /// back (it is retained); a command waits in the device's session.
         case offline
         case noAnswer
         /// Still waited for.
         case waiting
     }
     public let prefix: String
+    public let kind: Kind
     public private(set) var outcomes: [String: Outcome] = [:]
     /// Answers that could not be read (counted, not believed).
     public private(set) var unreadable = 0
 
     /// Online devices are waited for; offline ones are counted as such
     /// (an answer from one that comes back meanwhile still counts).
-    public init(prefix: String, targets: [DeviceRecord]) {
+    public init(prefix: String, kind: Kind, targets: [DeviceRecord]) {
         self.prefix = prefix
+        self.kind = kind
         for d in targets { outcomes[d.id] = d.online == true ? .waiting : .offline }
     }
 
@@ -64,12 +71,13 @@ public struct ConfigTally: Sendable {
     public mutating func take(topic: String, payload: [UInt8], retained: Bool) {
         guard !retained else { return }
         for (suffix, isReceipt) in [("/config/applied", false), ("/receipt", true)] where topic.hasSuffix(suffix) && topic.hasPrefix(prefix + "/") {
+            if !isReceipt && kind == .cmd { return }
             let id = String(topic.dropFirst(prefix.count + 1).dropLast(suffix.count))
             guard let current = outcomes[id], current == .waiting || current == .offline || current == .noAnswer else { return }
             guard payload.count <= 64 << 10, let v = try? JSONValue.parse(payload) else { unreadable += 1; return }
             if isReceipt {
-                // Only a refused config: payment and cmd receipts share the topic.
-                guard case .string("config")? = v["kind"], case .string("rejected")? = v["status"] else { return }
+                // Only a refusal of this kind: payment receipts share the topic.
+                guard case .string(kind.rawValue)? = v["kind"], case .string("rejected")? = v["status"] else { return }
                 outcomes[id] = .refused(Self.text(v["reason"]) ?? "rejected (no reason given)")
             } else {
                 switch v["ok"] {
@@ -87,9 +95,10 @@ public struct ConfigTally: Sendable {
         }
     }
 
-    /// The deadline passed: those still waited for did not answer.
+    /// The deadline passed: a config still waited for had no answer; a
+    /// command not refused by then was accepted.
     public mutating func finish() {
-        for (id, o) in outcomes where o == .waiting { outcomes[id] = .noAnswer }
+        for (id, o) in outcomes where o == .waiting { outcomes[id] = kind == .config ? .noAnswer : .applied }
     }
 
     /// Ids by outcome kind: applied, refused, offline, no answer (sorted).

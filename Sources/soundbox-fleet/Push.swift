@@ -1,5 +1,5 @@
-// `config set KEY=VALUE… SELECTOR`: one signed, retained config per
-// device, then each device's answer (docs/fleet.md "config set").
+// `config set KEY=VALUE… SELECTOR` and `cmd replay|test|summary SELECTOR`:
+// one signed message per device, then each device's answer (docs/fleet.md).
 import Glibc
 import Soundbox
 import SoundboxCLI
@@ -50,41 +50,62 @@ func configCommand(_ args: Arguments, _ out: Output) throws(Failure) {
     guard args.positional.first == "set" else { throw usageError("usage: config set KEY=VALUE... [SELECTOR] --key PRIVATE [--wait S]") }
     try args.allowOnly(selectorOptions.union(["--online", "--offline", "--wait"]), for: "config set")
     let words = Array(args.positional.dropFirst())
-    let push: ConfigPush
-    do { push = try ConfigPush(words.filter { $0.contains("=") }) } catch { throw usageError(error.description) }
+    let settings: ConfigPush
+    do { settings = try ConfigPush(words.filter { $0.contains("=") }) } catch { throw usageError(error.description) }
     var names = args
     names.positional = words.filter { !$0.contains("=") }
-    let select = try selector(names)
-    let key = try signingKey(args)
-    let wait = try seconds(args, "--wait", default: 60)
-    let p = try prefix(args)
+    try push(names, out, kind: .config, document: settings.document, wait: try seconds(args, "--wait", default: 60))
+}
 
+/// The commands an operator sends a fleet (the update command is the rollout's).
+let fleetCommands = ["replay", "test", "summary"]
+
+func cmdCommand(_ args: Arguments, _ out: Output) throws(Failure) {
+    guard let name = args.positional.first, fleetCommands.contains(name) else {
+        throw usageError("usage: cmd \(fleetCommands.joined(separator: "|")) [SELECTOR] --key PRIVATE [--wait S]")
+    }
+    try args.allowOnly(selectorOptions.union(["--online", "--offline", "--wait"]), for: "cmd")
+    var names = args
+    names.positional.removeFirst()
+    try push(names, out, kind: .cmd, document: .object([("cmd", .string(name))]), wait: try seconds(args, "--wait", default: 10))
+}
+
+/// Signs `document` for each selected device (a cmd with its own nonce),
+/// publishes it (a config retained, a cmd not: a retained cmd is ignored),
+/// and tallies the answers until `wait` seconds have passed or every
+/// online device answered.
+func push(_ args: Arguments, _ out: Output, kind: PushTally.Kind, document: JSONValue, wait: Double) throws(Failure) {
+    let select = try selector(args)
+    let key = try signingKey(args)
+    let p = try prefix(args)
     let link = try connect(args)
     defer { link.close() }
     let (inv, complete) = try inventory(args, link, prefix: p)
     if !complete { printError("note: the inventory may be incomplete (the tool's marker did not come back)") }
     let targets = inv.select(select, now: Int64(time(nil)))
     guard !targets.isEmpty else { throw failure("no device matches (\(inv.devices.count) known)", code: "no_device") }
-    var tally = ConfigTally(prefix: p, targets: targets)
+    var tally = PushTally(prefix: p, kind: kind, targets: targets)
     var progress = Progress()
     do {
         // The answers' topics before anything is sent, without the stored (older) answers.
-        try link.subscribe([p + "/+/config/applied", p + "/+/receipt"], qos: 0, retained: false, timeout: try timeout(args))
+        let answers = kind == .config ? [p + "/+/config/applied", p + "/+/receipt"] : [p + "/+/receipt"]
+        try link.subscribe(answers, qos: 0, retained: false, timeout: try timeout(args))
         var mids: [Int32] = []
         let now = Int64(time(nil))
         for (n, d) in targets.enumerated() {
-            switch Signature.sign(push.document, kind: .config, device: d.id, kid: key.publicKey.id, now: now,
+            switch Signature.sign(document, kind: kind == .config ? .config : .cmd, device: d.id, kid: key.publicKey.id, now: now,
                                   nonce: Crypto.nonce, sign: key.sign) {
             case .failure(let problem): throw failure(problem.detail ?? problem.description, code: "sign")
             case .success(let signed):
-                mids.append(try link.publish(p + "/" + d.id + "/config", signed.message.text, qos: 1, retain: true))
+                mids.append(try link.publish(p + "/" + d.id + "/" + kind.rawValue, signed.message.text, qos: 1, retain: kind == .config))
             }
             progress.show("sending \(n + 1) of \(targets.count)")
         }
         let unsent = link.waitAcknowledged(mids, timeout: wait)
-        if unsent > 0 { throw failure("the broker acknowledged \(mids.count - unsent) of \(mids.count) configs within \(Int(wait)) s", code: "broker") }
+        if unsent > 0 { throw failure("the broker acknowledged \(mids.count - unsent) of \(mids.count) messages within \(Int(wait)) s", code: "broker") }
         let deadline = MonotonicSeconds.now + wait
-        while tally.waiting > 0 {
+        // A config: until every online device answered. A command: the whole wait (only a refusal answers).
+        while kind == .cmd || tally.waiting > 0 {
             let left = deadline - MonotonicSeconds.now
             guard left > 0, let m = link.next(timeout: left) else { break }
             tally.take(topic: m.topic, payload: m.payload, retained: m.retained)
@@ -103,7 +124,7 @@ func configCommand(_ args: Arguments, _ out: Output) throws(Failure) {
 }
 
 /// The tally: counts and ids (the device's reason for each refusal).
-func report(_ tally: ConfigTally, _ out: Output) {
+func report(_ tally: PushTally, _ out: Output) {
     let refused = tally.outcomes.compactMap { id, o -> (String, String)? in
         if case .refused(let why) = o { return (id, why) } else { return nil }
     }.sorted { $0.0 < $1.0 }
@@ -118,11 +139,12 @@ func report(_ tally: ConfigTally, _ out: Output) {
     func few(_ ids: [String]) -> String {
         ids.isEmpty ? "" : "  " + ids.prefix(20).joined(separator: " ") + (ids.count > 20 ? " … and \(ids.count - 20) more" : "")
     }
-    var lines = ["applied:   \(summary.applied.count)\(few(summary.applied))",
+    let done = tally.kind == .config ? "applied:  " : "accepted: "
+    var lines = ["\(done) \(summary.applied.count)\(few(summary.applied))",
                  "refused:   \(refused.count)"]
     lines += refused.prefix(20).map { "  \($0.0): \($0.1)" }
     if refused.count > 20 { lines.append("  … and \(refused.count - 20) more (--json lists them all)") }
-    lines += ["offline:   \(summary.offline.count)\(few(summary.offline))\(summary.offline.isEmpty ? "" : " (applies when it comes back: the config is retained)")",
+    lines += ["offline:   \(summary.offline.count)\(few(summary.offline))\(summary.offline.isEmpty ? "" : tally.kind == .config ? " (applies when it comes back: the config is retained)" : " (the broker keeps it in the device's session until it comes back)")",
               "no answer: \(summary.no_answer.count)\(few(summary.no_answer))"]
     out.emit(summary, text: lines.joined(separator: "\n"))
 }
