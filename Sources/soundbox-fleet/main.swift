@@ -31,6 +31,14 @@ let usage = """
                       S seconds (10; a refusal is a rejected receipt with its
                       reason); offline devices get it from their session when
                       they come back; exit 1 if any refused
+      pay DEVICE AMOUNT [--id ID] [--currency C] [--channel C] [--lang L] [--wait S] [--resend S]
+                      the reference backend client: one payment (signed with
+                      --key, if given), re-sent with the same id every S
+                      seconds (10) until the device answers, then followed
+                      until its final receipt (played, duplicate, muted,
+                      expired, rejected, failed) or --wait (120 s); each
+                      receipt printed as it comes; exit 0 for played,
+                      duplicate or muted
 
     SELECTOR: device ids, globs (shop-12*), @FILE (one id per line, # comments);
     any of them matches (none: every device); and all of these attributes:
@@ -65,7 +73,7 @@ let usage = """
 
 let connectionOptions: Set<String> = ["--host", "--port", "--ca", "--cert", "--tls-key", "--username", "--password-file",
                                       "--client-id", "--prefix", "--timeout", "--key"]
-let commandOptions: Set<String> = ["--wait"]
+let commandOptions: Set<String> = ["--wait", "--resend", "--id", "--currency", "--channel", "--lang"]
 let selectorOptions: Set<String> = ["--fault", "--version", "--voice", "--slot", "--update-state"]
 
 extension Arguments {
@@ -256,6 +264,7 @@ func run(_ argv: [String]) throws(Failure) {
     case "devices": try devicesCommand(rest, out)
     case "config": try configCommand(rest, out)
     case "cmd": try cmdCommand(rest, out)
+    case "pay": try payCommand(rest, out)
     case "help": print(usage)
     default: throw usageError("unknown command '\(command)' (see --help)")
     }

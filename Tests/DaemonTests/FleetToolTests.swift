@@ -154,7 +154,40 @@ struct FleetRun {
         #expect(pollUntil(timeout: 10) { link.daemon.log(run: 1).contains("cmd=test") }, "real-1 ran it")
         let bad = try FleetRun(link.broker, ["cmd", "update", "--key", keys[0].privatePath])
         #expect(bad.status == 2 && bad.stderr.contains("usage: cmd replay|test|summary"))
+
+        // A payment to a device that demands signatures: unsigned, refused with the reason; signed, played.
+        let unsigned = try FleetRun(link.broker, ["--json", "pay", "real-1", "1.00"])
+        #expect(unsigned.status == 1)
+        #expect(try unsigned.json()["final"] as? String == "rejected")
+        #expect((try unsigned.json()["reason"] as? String)?.contains("signature") == true, "\(unsigned.stdout)")
+        let signed = try FleetRun(link.broker, ["--json", "pay", "real-1", "2.00", "--key", keys[0].privatePath])
+        let signedFinal = try signed.json()["final"] as? String
+        #expect(signed.status == 0 && signedFinal == "played", "\(signed.stdout) \(signed.stderr)")
         #expect(second.stop().0 == 0)
+    }
+
+    /// The reference backend client: a payment followed to `played`; one
+    /// sent while the device is down is re-sent until it answers, and is
+    /// played once (the copies are duplicates, not new payments).
+    @Test func payFollowsReceiptsAndResendsUntilAnswered() throws {
+        let link = try Link()
+        try link.start()
+        let r = try FleetRun(link.broker, ["--json", "pay", "shop-1", "12.50", "--id", "P-1"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr)")
+        let j = try r.json()
+        #expect(j["receipts"] as? [String] == ["queued", "played"] && j["sent"] as? Int == 1)
+        #expect(try FleetRun(link.broker, ["pay", "shop-1", "0.001"]).status == 2, "three decimals: refused before sending")
+
+        let watcher = try Backend(port: link.broker.port, device: "watcher", subscribe: ["soundbox/v1/shop-1/payment"])
+        #expect(link.daemon.stop().0 == 0)
+        let pay = try CLIProcess([Build.fleet, "--port", "\(link.broker.port)", "--json", "pay", "shop-1", "3.00", "--id", "LATE-1", "--resend", "1", "--wait", "90"])
+        #expect(watcher.waitUntil(timeout: 20) { watcher.messages(on: "soundbox/v1/shop-1/payment").count >= 2 }, "re-sent while nobody answers")
+        try link.daemon.start()
+        #expect(pay.waitExit(timeout: 90) == 0, "\(pay.output)")
+        let last = pay.output.split(separator: "\n").last.map(String.init) ?? ""
+        let late = try JSONSerialization.jsonObject(with: Data(last.utf8)) as? [String: Any]
+        #expect(late?["final"] as? String == "played" && (late?["sent"] as? Int ?? 0) >= 2, "\(pay.output)")
+        #expect(try link.entries().filter { $0.payment.id == "LATE-1" }.count == 1)
     }
 
     /// Bad command lines and an unreachable broker: a clear error, exit 2 or 1, no hang.
