@@ -44,8 +44,14 @@ public final class FleetLink: MQTTClientDelegate, @unchecked Sendable {
     public let syncTopic: String
     private var syncCount = 0
 
-    public init(_ options: MQTTClient.Options, capacity: Int = 1_000_000) throws(FleetError) {
+    /// When set, messages go to it on the network thread instead of the
+    /// queue, before their PUBACK: what it has written is acknowledged, and
+    /// a message it had no time for (the tool killed) comes again.
+    private let handler: (@Sendable (Message) -> Void)?
+
+    public init(_ options: MQTTClient.Options, capacity: Int = 1_000_000, handler: (@Sendable (Message) -> Void)? = nil) throws(FleetError) {
         self.capacity = capacity
+        self.handler = handler
         clientID = options.clientID
         syncTopic = "soundbox-fleet/\(options.clientID)/sync"
         do { client = try MQTTClient(options, delegate: self) } catch { throw FleetError(error.description) }
@@ -136,6 +142,9 @@ public final class FleetLink: MQTTClientDelegate, @unchecked Sendable {
 
     public func close() { client?.stop() }
 
+    /// The MQTT version of the connection: 5, or 4 (3.1.1) when the broker refused 5.
+    public var protocolVersion: Int { client?.protocolVersion ?? 5 }
+
     // MARK: - MQTTClientDelegate (the client's network thread)
 
     public func mqttConnected(rc: Int32) { update { $0.connack = rc } }
@@ -148,6 +157,7 @@ public final class FleetLink: MQTTClientDelegate, @unchecked Sendable {
     public func mqttPublished(mid: Int32) { update { _ = $0.acked.insert(mid) } }
     public func mqttSubscribed(mid: Int32, granted: [Int32]) { update { $0.subacks[mid] = granted } }
     public func mqttMessage(topic: String, payload: [UInt8], retained: Bool) {
+        if let handler, topic != syncTopic { handler(Message(topic: topic, payload: payload, retained: retained)); return }
         update { s in
             if s.inbox.count - s.head >= capacity { s.dropped += 1; return }
             s.inbox.append(Message(topic: topic, payload: payload, retained: retained))

@@ -39,6 +39,15 @@ let usage = """
                       expired, rejected, failed) or --wait (120 s); each
                       receipt printed as it comes; exit 0 for played,
                       duplicate or muted
+      receipts [--group G] [--count N] [--idle S]
+                      the backend's receipt consumer: every device's receipts
+                      as JSON lines {"device", "receipt"}, each written before
+                      the broker is told it was received; through the shared
+                      subscription $share/G/PREFIX/+/receipt (G: soundbox-fleet),
+                      so consumers of one group never read a receipt twice;
+                      with --client-id, a persistent session keeps receipts
+                      while the consumer is away; until N receipts, or S
+                      seconds without one, or for ever
 
     SELECTOR: device ids, globs (shop-12*), @FILE (one id per line, # comments);
     any of them matches (none: every device); and all of these attributes:
@@ -73,7 +82,7 @@ let usage = """
 
 let connectionOptions: Set<String> = ["--host", "--port", "--ca", "--cert", "--tls-key", "--username", "--password-file",
                                       "--client-id", "--prefix", "--timeout", "--key"]
-let commandOptions: Set<String> = ["--wait", "--resend", "--id", "--currency", "--channel", "--lang"]
+let commandOptions: Set<String> = ["--wait", "--resend", "--id", "--currency", "--channel", "--lang", "--group", "--count", "--idle"]
 let selectorOptions: Set<String> = ["--fault", "--version", "--voice", "--slot", "--update-state"]
 
 extension Arguments {
@@ -111,7 +120,10 @@ func timeout(_ args: Arguments) throws(Failure) -> Double {
 }
 
 /// Connects to the broker as the operator.
-func connect(_ args: Arguments) throws(Failure) -> FleetLink {
+/// `persistent`: a session the broker keeps for a week while the tool is
+/// away (needs a fixed --client-id); `handler`: messages handed over before
+/// their PUBACK (FleetLink).
+func connect(_ args: Arguments, persistent: Bool = false, handler: (@Sendable (FleetLink.Message) -> Void)? = nil) throws(Failure) -> FleetLink {
     var host = args.setting("--host") ?? "127.0.0.1"
     if host.isEmpty { host = "127.0.0.1" }
     var port = 0
@@ -125,7 +137,8 @@ func connect(_ args: Arguments) throws(Failure) -> FleetLink {
     let clientID = args.setting("--client-id") ?? "soundbox-fleet-\(me)-\(getpid())"
     guard DeviceRecord.isValidID(clientID) else { throw usageError("--client-id '\(TextFile.excerpt(clientID))': one MQTT topic level, 1-64 bytes") }
     var o = MQTTClient.Options(clientID: clientID, host: host, port: port)
-    o.cleanStart = true
+    o.cleanStart = !persistent
+    o.sessionExpiry = 7 * 86_400
     o.reconnectMax = 5
     if let ca = args.setting("--ca") {
         o.tls = .init(ca: ca, cert: args.setting("--cert"), key: args.setting("--tls-key"))
@@ -139,7 +152,7 @@ func connect(_ args: Arguments) throws(Failure) -> FleetLink {
     }
     let link: FleetLink
     do {
-        link = try FleetLink(o)
+        link = try FleetLink(o, handler: handler)
         try link.connect(timeout: try timeout(args))
     } catch {
         throw failure("\(host):\(port == 0 ? (o.tls == nil ? 1883 : 8883) : port): \(error)", code: "broker")
@@ -265,6 +278,7 @@ func run(_ argv: [String]) throws(Failure) {
     case "config": try configCommand(rest, out)
     case "cmd": try cmdCommand(rest, out)
     case "pay": try payCommand(rest, out)
+    case "receipts": try receiptsCommand(rest, out)
     case "help": print(usage)
     default: throw usageError("unknown command '\(command)' (see --help)")
     }

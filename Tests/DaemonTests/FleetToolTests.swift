@@ -190,6 +190,34 @@ struct FleetRun {
         #expect(try link.entries().filter { $0.payment.id == "LATE-1" }.count == 1)
     }
 
+    /// Two consumers of one shared subscription: every receipt of 60
+    /// payments read by exactly one of them, as JSON lines.
+    @Test func sharedReceiptsAreConsumedOnce() throws {
+        let link = try Link()
+        try link.start()
+        let consumers = try ["c1", "c2"].map { name in
+            try CLIProcess([Build.fleet, "--port", "\(link.broker.port)", "--client-id", "test-\(name)", "receipts", "--group", "backend", "--idle", "15"])
+        }
+        for c in consumers { #expect(c.waitFor("receipts: subscribed to $share/backend/", timeout: 20), "\(c.output)") }
+        for i in 0..<60 { try link.backend.pay(id: "R\(i)", amount: "1.\(i % 10)0") }
+        #expect(link.backend.waitForReceipts((0..<60).map { "R\($0)" }, ["played"], timeout: 120))
+        var lines: [[String]] = []
+        for c in consumers {
+            #expect(c.waitExit(timeout: 60) == 0, "\(c.output)")
+            lines.append(c.output.split(separator: "\n").filter { $0.hasPrefix("{") }.map(String.init))
+        }
+        let pairs = try lines.map { try $0.map { line -> String in
+            let j = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            #expect(j["device"] as? String == "shop-1")
+            let r = try #require(j["receipt"] as? [String: Any])
+            return "\(r["id"] as? String ?? "?")/\(r["status"] as? String ?? "?")"
+        } }
+        #expect(!pairs[0].isEmpty && !pairs[1].isEmpty, "both consumers got a share: \(pairs[0].count) + \(pairs[1].count)")
+        #expect(Set(pairs[0]).isDisjoint(with: Set(pairs[1])), "no receipt read twice")
+        let all = Set(pairs[0] + pairs[1])
+        #expect((0..<60).allSatisfy { all.contains("R\($0)/queued") && all.contains("R\($0)/played") })
+    }
+
     /// Bad command lines and an unreachable broker: a clear error, exit 2 or 1, no hang.
     @Test func badInputIsRefusedWithTheReason() throws {
         let scratch = Scratch()
