@@ -53,7 +53,10 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
         self.deviceID = deviceID
         state = Mutex(State(takeover: TakeoverWatch(reconnectMax: config[.mqttReconnectMax])))
         topics = Topics(prefix: config[.mqttPrefix], device: deviceID)
-        var o = MQTTClient.Options(clientID: deviceID, host: config[.mqttHost], port: config[.mqttPort])
+        // One broker, or a cluster's nodes tried in turn (validated with the settings).
+        let brokers = BrokerAddress.list(config[.mqttHost]) ?? [BrokerAddress(host: config[.mqttHost])]
+        var o = MQTTClient.Options(clientID: deviceID, host: brokers[0].host, port: brokers[0].port ?? config[.mqttPort])
+        o.alternates = brokers.dropFirst().map { BrokerAddress(host: $0.host, port: $0.port ?? config[.mqttPort]) }
         o.keepalive = config[.mqttKeepalive]
         o.will = (topics.status, StatusReport.offline(id: deviceID))
         o.reconnectMax = config[.mqttReconnectMax]
@@ -62,10 +65,10 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
         }
         o.username = config[.mqttUsername].nonEmpty
         o.password = config[.mqttPassword].nonEmpty
-        let endpoint = "\(o.host):\(o.port == 0 ? (o.tls == nil ? 1883 : 8883) : o.port)"
-        device.link.withLock { $0.endpoint = endpoint; $0.enabled = true }
         client = try MQTTClient(o, delegate: self)
-        log.info("connecting", ["host": o.host, "port": "\(o.port)", "client_id": deviceID, "tls": o.tls == nil ? "off" : "on"])
+        device.link.withLock { $0.endpoint = client.currentBroker; $0.enabled = true }
+        log.info("connecting", ["host": o.host, "port": "\(o.port)", "client_id": deviceID, "tls": o.tls == nil ? "off" : "on",
+                                "brokers": "\(brokers.count)"])
     }
 
     /// Starts connecting in the background; returns at once.
@@ -107,6 +110,8 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
             device.link.withLock { $0.lastError = "the broker refused the connection (CONNACK \(rc): \(why))" }
             return
         }
+        let broker = client.currentBroker
+        device.link.withLock { $0.endpoint = broker }
         let prompt = state.withLock { s -> Prompt? in
             let now = SystemClock.monotonic()
             s.status.reconnected()
@@ -119,7 +124,7 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
         } catch {
             log.error("subscribe_failed", ["error": error.description])
         }
-        log.info("connected", ["payment_topic": topics.payment, "mqtt": "\(client.protocolVersion)"])
+        log.info("connected", ["payment_topic": topics.payment, "mqtt": "\(client.protocolVersion)", "broker": broker])
         // What waited at the broker while the box was away arrives now.
         onLink(.connected)
         device.link.withLock { $0.connected = true; $0.lastError = nil; $0.protocolLevel = client.protocolVersion }

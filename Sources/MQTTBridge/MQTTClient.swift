@@ -27,6 +27,10 @@ public final class MQTTClient: @unchecked Sendable {
         public var clientID: String
         public var host: String
         public var port: Int
+        /// More brokers (a cluster's other nodes), tried in turn after
+        /// `host`: each attempt that ends without a connection, and each
+        /// connection that ends, moves to the next. A nil port is `port`.
+        public var alternates: [BrokerAddress] = []
         public var keepalive: Int = 30
         /// Last will: published by the broker if we vanish.
         public var will: (topic: String, payload: String)?
@@ -92,6 +96,18 @@ public final class MQTTClient: @unchecked Sendable {
         var suppressDisconnect = false
     }
     private var plan: ConnectionPlan
+    /// The broker of the current (or next) attempt, in `endpoints`.
+    private let brokerIndex = Atomic<Int>(0)
+    private var endpoints: [(host: String, port: Int)] {
+        let port = options.port != 0 ? options.port : (options.tls == nil ? 1883 : 8883)
+        return [(options.host, port)] + options.alternates.map { ($0.host, $0.port ?? port) }
+    }
+
+    /// "host:port" of the broker the client is connected to, or tries next.
+    public var currentBroker: String {
+        let e = endpoints[brokerIndex.load(ordering: .relaxed) % endpoints.count]
+        return BrokerAddress(host: e.host, port: e.port).description
+    }
 
     /// Library initialisation, once per process.
     private static let libraryReady: Bool = { mosquitto_lib_init() == MOSQ_ERR_SUCCESS.rawValue }()
@@ -262,9 +278,10 @@ public final class MQTTClient: @unchecked Sendable {
     }
 
     private func networkLoop() {
-        let port = options.port != 0 ? options.port : (options.tls == nil ? 1883 : 8883)
+        let all = endpoints
         while !stopping.load(ordering: .relaxed) {
             attempt = Attempt()
+            let (host, port) = all[brokerIndex.load(ordering: .relaxed) % all.count]
             let v = version.load(ordering: .relaxed)
             var rc: Int32
             var err: Int32 = 0
@@ -273,12 +290,12 @@ public final class MQTTClient: @unchecked Sendable {
             } else if v == 5 {
                 var props: OpaquePointer?
                 do { props = try connectProperties() } catch { delegateRef?.mqttLibraryLog(error.description) }
-                rc = mosquitto_connect_bind_v5(handle, options.host, Int32(port), Int32(options.keepalive), nil, props)
+                rc = mosquitto_connect_bind_v5(handle, host, Int32(port), Int32(options.keepalive), nil, props)
                 err = Glibc.errno
                 mosquitto_property_free_all(&props)
             } else {
                 // No properties: they would make a 3.1.1 connect fail (NOT_SUPPORTED).
-                rc = mosquitto_connect_bind_v5(handle, options.host, Int32(port), Int32(options.keepalive), nil, nil)
+                rc = mosquitto_connect_bind_v5(handle, host, Int32(port), Int32(options.keepalive), nil, nil)
                 err = Glibc.errno
             }
             if rc == MOSQ_ERR_SUCCESS.rawValue {
@@ -309,8 +326,10 @@ public final class MQTTClient: @unchecked Sendable {
                 delegateRef?.mqttDisconnected(rc: rc)
             } else if attempt.disconnectRC == nil && rc != MOSQ_ERR_SUCCESS.rawValue && rc != MOSQ_ERR_NO_CONN.rawValue {
                 // The connect itself failed (refused, DNS, TLS): nothing else reported it.
-                delegateRef?.mqttLibraryLog(MQTTError(call: "connect to \(options.host):\(port)", code: rc, errno: err).description)
+                delegateRef?.mqttLibraryLog(MQTTError(call: "connect to \(BrokerAddress(host: host, port: port))", code: rc, errno: err).description)
             }
+            // A cluster: the next attempt goes to the next node.
+            if all.count > 1 { brokerIndex.add(1, ordering: .relaxed) }
             let (next, note) = plan.ended(connack: attempt.connack, disconnectRC: attempt.disconnectRC,
                                           jitter: Double.random(in: 1...2),
                                           minimumWait: Double(minimumWaitMs.exchange(0, ordering: .relaxed)) / 1000)

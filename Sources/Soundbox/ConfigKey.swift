@@ -74,7 +74,8 @@ public struct ConfigKey: Sendable, Hashable {
         case path
         /// A path that may be empty: empty means "not set".
         case optionalPath
-        /// A host name: at most 253 bytes (DNS), no space or control character.
+        /// `mqtt.host`: one broker or several, tried in turn
+        /// (`BrokerAddress.list`): `host`, `host:port`, `[v6]:port`, comma-separated.
         case host
         /// `device.id`: empty (= the hostname) or one MQTT topic level and
         /// client id: at most 64 bytes, none of '/', '+', '#', NUL or a
@@ -99,7 +100,7 @@ public struct ConfigKey: Sendable, Hashable {
             case .optionalText: return Self.fits(text, Self.maxText) ? .text(text) : nil
             case .path: return !text.isEmpty && Self.fits(text, Self.maxPath, refusing: "") ? .text(text) : nil
             case .optionalPath: return Self.fits(text, Self.maxPath, refusing: "") ? .text(text) : nil
-            case .host: return !text.isEmpty && Self.fits(text, Self.maxHost, refusing: " ") ? .text(text) : nil
+            case .host: return BrokerAddress.list(text) != nil ? .text(text) : nil
             case .topicLevel: return Self.fits(text, Self.maxTopicLevel, refusing: "/+#") ? .text(text) : nil
             case .topicPrefix: return !text.isEmpty && Self.fits(text, Self.maxTopicPrefix, refusing: "+#") ? .text(text) : nil
             case .integer(let range):
@@ -120,7 +121,7 @@ public struct ConfigKey: Sendable, Hashable {
             case .optionalText: "any text of at most \(Self.maxText) bytes (empty = not set)"
             case .path: "a path of at most \(Self.maxPath) bytes (PATH_MAX), without control characters"
             case .optionalPath: "a path of at most \(Self.maxPath) bytes (PATH_MAX) without control characters, or empty = not set"
-            case .host: "a host name of at most \(Self.maxHost) bytes (DNS), without spaces or control characters"
+            case .host: "a broker's host name (at most \(Self.maxHost) bytes, no spaces or control characters) with an optional :port, or up to \(BrokerAddress.maxBrokers) of them separated by commas, tried in turn (e.g. mq1.example.com,mq2.example.com:8884)"
             case .topicLevel: "an MQTT topic level: at most \(Self.maxTopicLevel) bytes, without '/', '+', '#' or control characters (empty = the hostname)"
             case .topicPrefix: "MQTT topic levels: at most \(Self.maxTopicPrefix) bytes, without '+', '#' or control characters"
             case .integer(let range): "an integer \(range.lowerBound)-\(range.upperBound)"

@@ -126,6 +126,25 @@ final class Link {
         #expect(!link.daemon.log(run: 1).contains("s3cret"))
     }
 
+    /// `mqtt.host` with two brokers (a cluster's nodes): the device uses
+    /// the first; when it goes away, the second, where a payment published
+    /// there is played; status and doctor name the broker in use.
+    @Test func severalBrokersAreTriedInTurn() throws {
+        let link = try Link()
+        let second = try Broker(dir: link.scratch.path + "/broker2")
+        try link.daemon.reconfigure(["mqtt.host": "127.0.0.1:\(link.broker.port), 127.0.0.1:\(second.port)"])
+        try link.start()
+        #expect(try link.daemon.request("doctor").pairs.records(startingWith: "check").contains { r in
+            r.contains { $0.value.contains("connected to 127.0.0.1:\(link.broker.port)") } })
+        link.broker.stop()
+        let other = try Backend(port: second.port, device: "shop-1")
+        #expect(other.waitUntil(timeout: 60) { other.status?["online"] as? Bool == true }, "\(link.daemon.log(run: 1))")
+        try other.pay(id: "NODE2", amount: "2.00")
+        #expect(other.waitForReceipts(["NODE2"], ["played"]))
+        #expect(link.daemon.log(run: 1).contains("broker=127.0.0.1:\(second.port)"))
+        #expect(link.daemon.stop().0 == 0)
+    }
+
     /// The will: a device that vanishes is shown offline.
     @Test func willSaysOfflineWhenTheDaemonDies() throws {
         let link = try Link()

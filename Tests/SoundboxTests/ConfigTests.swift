@@ -61,7 +61,7 @@ import Soundbox
         case .optionalText: (bad, allowed) = (long(1024), "any text of at most 1024 bytes (empty = not set)")
         case .path: (bad, allowed) = ("", "a path of at most 4096 bytes (PATH_MAX), without control characters")
         case .optionalPath: (bad, allowed) = ("/" + long(4096), "a path of at most 4096 bytes (PATH_MAX) without control characters, or empty = not set")
-        case .host: (bad, allowed) = ("broker .example", "a host name of at most 253 bytes (DNS), without spaces or control characters")
+        case .host: (bad, allowed) = ("broker .example", "a broker's host name (at most 253 bytes, no spaces or control characters) with an optional :port, or up to 8 of them separated by commas, tried in turn (e.g. mq1.example.com,mq2.example.com:8884)")
         case .topicLevel: (bad, allowed) = ("shop/1", "an MQTT topic level: at most 64 bytes, without '/', '+', '#' or control characters (empty = the hostname)")
         case .topicPrefix: (bad, allowed) = ("soundbox/+", "MQTT topic levels: at most 128 bytes, without '+', '#' or control characters")
         case .integer(let r): (bad, allowed) = ("\(r.upperBound + 1)", "an integer \(r.lowerBound)-\(r.upperBound)")
@@ -91,5 +91,25 @@ import Soundbox
         var c = Config()
         for key in ConfigKey.all { try c.set(key.name, key.defaultValue) }
         #expect(ConfigKey.all.count == Set(ConfigKey.all.map(\.name)).count)
+    }
+}
+
+/// `mqtt.host`: one broker or a cluster's nodes, tried in turn.
+@Suite struct BrokerAddressTests {
+    @Test func listsAreRead() throws {
+        #expect(BrokerAddress.list("mq.example.com") == [BrokerAddress(host: "mq.example.com")])
+        #expect(BrokerAddress.list("a:1884, b ,[::1]:1885,::1") == [
+            BrokerAddress(host: "a", port: 1884), BrokerAddress(host: "b"),
+            BrokerAddress(host: "::1", port: 1885), BrokerAddress(host: "::1")])
+        #expect(BrokerAddress(host: "::1", port: 1885).description == "[::1]:1885")
+        #expect(BrokerAddress(host: "a", port: 1884).description == "a:1884")
+    }
+
+    @Test(arguments: ["", ",", "a,,b", "a:0", "a:65536", "a:x", "a:", "[::1", "[::1]x", "a b", "a\u{7}", "a,b,c,d,e,f,g,h,i",
+                      String(repeating: "h", count: 254)])
+    func hostileListsAreRefused(text: String) {
+        #expect(BrokerAddress.list(text) == nil, "\(text)")
+        var c = Config()
+        #expect(throws: ConfigError.self) { try c.set("mqtt.host", text) }
     }
 }
