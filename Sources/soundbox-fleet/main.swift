@@ -70,8 +70,8 @@ let usage = """
       --client-id ID  the operator's own MQTT client id (default soundbox-fleet-<host>-<pid>)
       --prefix P      the topics' prefix (default soundbox/v1)
       --timeout S     how long to wait for the broker (default 10)
-      --key PRIVATE   the backend's Ed25519 private key (PEM) that signs configs and
-                      commands (docs/signing.md); also SOUNDBOX_FLEET_KEY
+      --key PRIVATE   the backend's Ed25519 private key (PEM) that signs configs,
+                      commands and payments (docs/signing.md); also SOUNDBOX_FLEET_KEY
 
     Options:
       --json          machine-readable output on stdout
