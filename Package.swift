@@ -50,6 +50,8 @@ let package = Package(
         .target(name: "SoundboxFleet", dependencies: ["Soundbox"], path: "Sources/Fleet"),
         // The operator tool's broker connection, made synchronous (docs/fleet.md).
         .target(name: "FleetLink", dependencies: ["MQTTBridge", "SoundboxSystem"], path: "Sources/FleetLink"),
+        // The operator tool's own memory (SQLite): devices last seen online, the rollout's state.
+        .target(name: "FleetState", dependencies: ["SoundboxStore"], path: "Sources/FleetState"),
         // The command line the tools share: arguments, failures, --json output.
         .target(name: "SoundboxCLI", path: "Sources/CLI"),
         // The daemon's services: ingest, scheduler, control socket, lifecycle.
@@ -59,7 +61,7 @@ let package = Package(
         .executableTarget(name: "soundboxd", dependencies: ["SoundboxDaemon", "MQTTBridge", "GPIO"]),
         .executableTarget(name: "soundboxctl", dependencies: ["Soundbox", "SoundboxCLI", "SoundboxAudio", "SoundboxControl", "SoundboxCrypto", "SoundboxSystem", "VoiceBuild"]),
 
-        .executableTarget(name: "soundbox-fleet", dependencies: ["Soundbox", "SoundboxCLI", "SoundboxFleet", "FleetLink", "MQTTBridge", "SoundboxCrypto", "SoundboxSystem"]),
+        .executableTarget(name: "soundbox-fleet", dependencies: ["Soundbox", "SoundboxCLI", "SoundboxFleet", "FleetLink", "FleetState", "MQTTBridge", "SoundboxCrypto", "SoundboxSystem"]),
 
         // Benchmarks (bench/README.md); not part of the test suite.
         .executableTarget(name: "soundbox-bench", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxControl", "SoundboxSystem", "MQTTBridge", "SoundboxCrypto"], path: "bench/Sources"),

@@ -47,7 +47,7 @@ public struct Inventory: Sendable {
 
     /// Sets when each device was last seen online (the tool's own memory).
     public mutating func remember(lastSeen: [String: Int64]) {
-        for (id, t) in lastSeen where devices[id] != nil { devices[id]!.lastSeen = max(devices[id]!.lastSeen ?? 0, t) }
+        for (id, t) in lastSeen where devices[id] != nil { devices[id]!.lastSeen = t }
     }
 
     /// The devices a selector picks, by id.

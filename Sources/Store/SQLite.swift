@@ -5,14 +5,14 @@ import Synchronization
 
 /// The one sqlite3 connection of a `Store`, used only under its lock
 /// (opened with SQLITE_OPEN_NOMUTEX: SQLite does no locking of its own).
-final class Connection {
-    let db: OpaquePointer
+package final class Connection {
+    package let db: OpaquePointer
     /// Kept alive as long as the connection (its WAL hook's context).
     var hook: CommitWatch?
 
     /// - Parameter readOnly: open `path` (a file: URI) for reading only.
     /// - Parameter create: create the file if it does not exist.
-    init(path: String, readOnly: Bool = false, create: Bool = true) throws(StoreError) {
+    package init(path: String, readOnly: Bool = false, create: Bool = true) throws(StoreError) {
         var handle: OpaquePointer?
         let flags = (readOnly ? SQLITE_OPEN_READONLY | SQLITE_OPEN_URI : SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0))
             | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE
@@ -30,7 +30,7 @@ final class Connection {
     /// Closed by `close()`: `db` must not be used any more.
     private(set) var isClosed = false
 
-    func close() {
+    package func close() {
         guard !isClosed else { return }
         sqlite3_close_v2(db)
         isClosed = true
@@ -38,15 +38,15 @@ final class Connection {
 
     /// Runs one statement with `args` bound to its `?` parameters, in order,
     /// to the end (its rows, if any, are ignored).
-    func run(_ sql: String, _ args: any Bindable...) throws(StoreError) { try run(sql, args) }
+    package func run(_ sql: String, _ args: any Bindable...) throws(StoreError) { try run(sql, args) }
 
-    func run(_ sql: String, _ args: [any Bindable]) throws(StoreError) {
+    package func run(_ sql: String, _ args: [any Bindable]) throws(StoreError) {
         let statement = try Statement(db: db, sql: sql, args)
         while try statement.step() {}
     }
 
     /// Every row of `sql` (with `args` bound), each read by `row`.
-    func rows<T>(_ sql: String, _ args: any Bindable..., row: (Statement) throws(StoreError) -> T) throws(StoreError) -> [T] {
+    package func rows<T>(_ sql: String, _ args: any Bindable..., row: (Statement) throws(StoreError) -> T) throws(StoreError) -> [T] {
         let statement = try Statement(db: db, sql: sql, args)
         var out: [T] = []
         while try statement.step() { out.append(try row(statement)) }
@@ -54,19 +54,19 @@ final class Connection {
     }
 
     /// Runs several statements separated by semicolons, with no parameters.
-    func exec(_ sql: String) throws(StoreError) {
+    package func exec(_ sql: String) throws(StoreError) {
         let rc = sqlite3_exec(db, sql, nil, nil, nil)
         if rc != SQLITE_OK { throw StoreError(call: "sqlite3_exec(\(sql))", rc: rc, db: db) }
     }
 
     /// Rows changed by the last INSERT, UPDATE or DELETE.
-    var changes: Int { Int(sqlite3_changes(db)) }
+    package var changes: Int { Int(sqlite3_changes(db)) }
 
     /// Runs `body` in BEGIN IMMEDIATE ... COMMIT (committed, not yet
     /// flushed: `Store.flush`); on any error rolls back and rethrows.
     /// IMMEDIATE takes the write lock at once, so a transaction that reads
     /// before it writes never fails half-way with SQLITE_BUSY.
-    func transaction<T>(_ body: () throws(StoreError) -> T) throws(StoreError) -> T {
+    package func transaction<T>(_ body: () throws(StoreError) -> T) throws(StoreError) -> T {
         try exec("BEGIN IMMEDIATE")
         do {
             let result = try body()
@@ -81,13 +81,13 @@ final class Connection {
 }
 
 /// One prepared statement, finalized in deinit.
-final class Statement {
+package final class Statement {
     private let db: OpaquePointer
     private let handle: OpaquePointer
     let sql: String
 
     /// Prepares `sql` and binds `args` to its parameters 1, 2, ...
-    init(db: OpaquePointer, sql: String, _ args: [any Bindable]) throws(StoreError) {
+    package init(db: OpaquePointer, sql: String, _ args: [any Bindable]) throws(StoreError) {
         var handle: OpaquePointer?
         let rc = sqlite3_prepare_v2(db, sql, -1, &handle, nil)
         guard rc == SQLITE_OK, let handle else { throw StoreError(call: "sqlite3_prepare_v2(\(sql))", rc: rc, db: db) }
@@ -100,7 +100,7 @@ final class Statement {
     deinit { sqlite3_finalize(handle) }
 
     /// Steps once: true when a row is ready, false when the statement is done.
-    func step() throws(StoreError) -> Bool {
+    package func step() throws(StoreError) -> Bool {
         switch sqlite3_step(handle) {
         case SQLITE_ROW: return true
         case SQLITE_DONE: return false
@@ -108,39 +108,39 @@ final class Statement {
         }
     }
 
-    func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
-    func optionalInt64(_ column: Int32) -> Int64? {
+    package func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
+    package func optionalInt64(_ column: Int32) -> Int64? {
         sqlite3_column_type(handle, column) == SQLITE_NULL ? nil : int64(column)
     }
     /// The column's text, nil for NULL.
-    func text(_ column: Int32) -> String? {
+    package func text(_ column: Int32) -> String? {
         guard let p = sqlite3_column_text(handle, column) else { return nil }
         return String(decoding: UnsafeBufferPointer(start: p, count: Int(sqlite3_column_bytes(handle, column))), as: UTF8.self)
     }
 }
 
 /// A value that can be bound to a `?` parameter.
-protocol Bindable {
+package protocol Bindable {
     func bind(to statement: OpaquePointer, at index: Int32) -> Int32
 }
 
 extension Int64: Bindable {
-    func bind(to statement: OpaquePointer, at index: Int32) -> Int32 { sqlite3_bind_int64(statement, index, self) }
+    package func bind(to statement: OpaquePointer, at index: Int32) -> Int32 { sqlite3_bind_int64(statement, index, self) }
 }
 
 extension Bool: Bindable {
-    func bind(to statement: OpaquePointer, at index: Int32) -> Int32 { sqlite3_bind_int64(statement, index, self ? 1 : 0) }
+    package func bind(to statement: OpaquePointer, at index: Int32) -> Int32 { sqlite3_bind_int64(statement, index, self ? 1 : 0) }
 }
 
 extension String: Bindable {
-    func bind(to statement: OpaquePointer, at index: Int32) -> Int32 {
+    package func bind(to statement: OpaquePointer, at index: Int32) -> Int32 {
         // SQLITE_TRANSIENT (the C macro is not importable): SQLite copies the bytes before returning.
         sqlite3_bind_text(statement, index, self, Int32(utf8.count), unsafeBitCast(-1, to: sqlite3_destructor_type.self))
     }
 }
 
 extension Optional: Bindable where Wrapped: Bindable {
-    func bind(to statement: OpaquePointer, at index: Int32) -> Int32 {
+    package func bind(to statement: OpaquePointer, at index: Int32) -> Int32 {
         self?.bind(to: statement, at: index) ?? sqlite3_bind_null(statement, index)
     }
 }

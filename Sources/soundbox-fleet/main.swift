@@ -7,6 +7,7 @@ import Soundbox
 import SoundboxCLI
 import SoundboxFleet
 import FleetLink
+import FleetState
 
 let usage = """
     Usage: soundbox-fleet [--json] [CONNECTION] COMMAND [ARGS]
@@ -56,6 +57,8 @@ let usage = """
       --online | --offline
       --voice L       its default voice pack (voice.lang)
       --slot A|B      the root slot it runs
+      --offline-for D offline, and not seen online by this tool for D (90s, 15m, 1h,
+                      2d; a device it never saw online counts from its first sighting)
       --update-state S
                       idle, downloading, installing, waiting to reboot, trying,
                       committed, rolled back, failed
@@ -70,6 +73,8 @@ let usage = """
       --client-id ID  the operator's own MQTT client id (default soundbox-fleet-<host>-<pid>)
       --prefix P      the topics' prefix (default soundbox/v1)
       --timeout S     how long to wait for the broker (default 10)
+      --state FILE    the tool's memory of the devices it saw (SQLite; default
+                      $SOUNDBOX_FLEET_STATE, else ~/.local/state/soundbox-fleet/fleet.db)
       --key PRIVATE   the backend's Ed25519 private key (PEM) that signs configs,
                       commands and payments (docs/signing.md); also SOUNDBOX_FLEET_KEY
 
@@ -81,9 +86,9 @@ let usage = """
     """
 
 let connectionOptions: Set<String> = ["--host", "--port", "--ca", "--cert", "--tls-key", "--username", "--password-file",
-                                      "--client-id", "--prefix", "--timeout", "--key"]
+                                      "--client-id", "--prefix", "--timeout", "--key", "--state"]
 let commandOptions: Set<String> = ["--wait", "--resend", "--id", "--currency", "--channel", "--lang", "--group", "--count", "--idle"]
-let selectorOptions: Set<String> = ["--fault", "--version", "--voice", "--slot", "--update-state"]
+let selectorOptions: Set<String> = ["--fault", "--version", "--voice", "--slot", "--update-state", "--offline-for"]
 
 extension Arguments {
     init(fleet args: [String]) throws(Failure) {
@@ -170,6 +175,9 @@ func selector(_ args: Arguments) throws(Failure) -> Selector {
         }
         if let v = args.options["--version"] { s.version = try .parse(v) }
     } catch { throw usageError(error.description) }
+    if let d = args.options["--offline-for"] {
+        do { s.offlineFor = try Selector.duration(d) } catch { throw usageError("--offline-for \(error)") }
+    }
     s.fault = args.options["--fault"]
     s.voice = args.options["--voice"]
     s.slot = args.options["--slot"]
@@ -191,9 +199,26 @@ func inventory(_ args: Arguments, _ link: FleetLink, prefix p: String) throws(Fa
         // QoS 0: retained statuses come at once, outside the broker's in-flight and queue limits.
         try link.subscribe([p + "/+/status"], qos: 0, timeout: wait)
         let complete = try link.sync(timeout: wait) { inv.ingest(topic: $0.topic, payload: $0.payload) }
+        try remember(args, &inv)
         return (inv, complete)
+    } catch let error as Failure {
+        throw error
     } catch {
-        throw failure(error.description, code: "broker")
+        throw failure("\(error)", code: "broker")
+    }
+}
+
+/// The tool's memory of when it last saw each device online (docs/fleet.md
+/// "State"); without a usable state file, --offline-for cannot be answered.
+func remember(_ args: Arguments, _ inv: inout Inventory) throws(Failure) {
+    let path = args.setting("--state") ?? FleetState.defaultPath()
+    do {
+        let state = try FleetState(path: path)
+        let seen = try state.record(inv.devices.values.map { ($0.id, $0.online == true) }, now: Int64(time(nil)))
+        inv.remember(lastSeen: seen)
+    } catch {
+        if args.options["--offline-for"] != nil { throw failure("--offline-for needs the state file: \(path): \(error)", code: "state") }
+        printError("note: the state file \(path) cannot be used (\(error)): devices' last sightings are not kept")
     }
 }
 

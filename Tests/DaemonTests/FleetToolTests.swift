@@ -4,6 +4,7 @@ import Foundation
 import Testing
 import TestSupport
 import Soundbox
+import SoundboxStore
 
 /// One run of soundbox-fleet (connection options for `broker` added).
 struct FleetRun {
@@ -13,7 +14,7 @@ struct FleetRun {
 
     init(_ broker: Broker, _ args: [String], sourceLocation: SourceLocation = #_sourceLocation) throws {
         let r = try CommandRun([Build.fleet, "--host", "127.0.0.1", "--port", "\(broker.port)", "--timeout", "20"] + args,
-                               environment: ["PATH": "/usr/bin:/bin"], timeout: 120)
+                               environment: ["PATH": "/usr/bin:/bin", "SOUNDBOX_FLEET_STATE": broker.dir + "/fleet-state/fleet.db"], timeout: 120)
         #expect(!r.timedOut, "soundbox-fleet \(args) still running after 120 s (killed)", sourceLocation: sourceLocation)
         (status, stdout, stderr) = (r.status, r.stdout, r.stderr)
     }
@@ -92,6 +93,17 @@ struct FleetRun {
         #expect(link.backend.waitUntil(timeout: 20) { link.backend.status?["online"] as? Bool == false })
         let after = try FleetRun(link.broker, ["--json", "devices", "real-1"]).devices()
         #expect(after["real-1"]?["online"] as? Bool == false)
+
+        // --offline-for: the tool saw real-1 online a moment ago (its state file), so
+        // not offline for an hour; shop-9 etc. it never saw online: counted from their
+        // first sighting, also a moment ago. Made older in the file: then they are.
+        #expect(try FleetRun(link.broker, ["--json", "devices", "--offline-for", "1h"]).devices().isEmpty)
+        let state = link.broker.dir + "/fleet-state/fleet.db"
+        try Connection(path: state, create: false).exec(
+            "UPDATE seen SET last_online = last_online - 7200, first_seen = first_seen - 7200 WHERE device IN ('real-1', 'shop-9')")
+        let lost = try FleetRun(link.broker, ["--json", "devices", "--offline-for", "1h"]).devices()
+        #expect(Set(lost.keys) == ["real-1", "shop-9"], "\(lost.keys)")
+        #expect(try FleetRun(link.broker, ["devices", "--offline-for", "1 hour"]).status == 2)
     }
 
     /// One signed config to four devices: the real one with the backend's
