@@ -241,6 +241,8 @@ func devicesCommand(_ args: Arguments, _ out: Output) throws(Failure) {
             var id: String; var online: Bool?; var version, slot, update_state, update_version: String?
             var update_progress: Int?; var update_reason: String?; var volume: Int?; var muted: Bool?
             var voice: String?; var queue_depth: Int?; var faults: [String]; var uptime_s: Int?; var boot_reason: String?
+            /// Unix seconds this tool last saw it online (or first saw it, if never online).
+            var last_seen: Int64?
         }
         struct Anomaly: Encodable { var count: Int; var examples: [String] }
         struct Listing: Encodable { var devices: [Device]; var count: Int; var complete: Bool; var anomalies: [String: Anomaly] }
@@ -248,7 +250,7 @@ func devicesCommand(_ args: Arguments, _ out: Output) throws(Failure) {
             Device(id: $0.id, online: $0.online, version: $0.version, slot: $0.slot, update_state: $0.updateState,
                    update_version: $0.updateVersion, update_progress: $0.updateProgress, update_reason: $0.updateReason,
                    volume: $0.volume, muted: $0.muted, voice: $0.voice, queue_depth: $0.queueDepth, faults: $0.faults,
-                   uptime_s: $0.uptime, boot_reason: $0.bootReason)
+                   uptime_s: $0.uptime, boot_reason: $0.bootReason, last_seen: $0.lastSeen)
         }
         out.emit(Listing(devices: devices, count: devices.count, complete: complete,
                          anomalies: Dictionary(uniqueKeysWithValues: anomalies.map { ($0.key, Anomaly(count: $0.value.count, examples: $0.value.examples)) })),
@@ -260,7 +262,9 @@ func devicesCommand(_ args: Arguments, _ out: Output) throws(Failure) {
         var update = d.updateState ?? ""
         if let p = d.updateProgress, update == "downloading" || update == "installing" { update += " \(p)%" }
         if let v = d.updateVersion, !update.isEmpty, update != "idle" { update += " \(v)" }
-        return [d.id, d.online.map { $0 ? "yes" : "no" } ?? "?", d.version ?? "", d.slot ?? "", update,
+        var online = d.online.map { $0 ? "yes" : "no" } ?? "?"
+        if d.online != true, let seen = d.lastSeen { online += " ≥" + ago(now - seen) }   // offline at least that long
+        return [d.id, online, d.version ?? "", d.slot ?? "", update,
                 d.volume.map(String.init) ?? "", d.muted.map { $0 ? "yes" : "no" } ?? "", d.voice ?? "",
                 d.queueDepth.map(String.init) ?? "", d.faults.joined(separator: ","), d.uptime.map(String.init) ?? ""]
     }
@@ -273,6 +277,16 @@ func devicesCommand(_ args: Arguments, _ out: Output) throws(Failure) {
     }
     for (kind, a) in anomalies {
         printError("\(a.count) statuses not believed (\(kind)), e.g. \(a.examples.joined(separator: "; "))")
+    }
+}
+
+/// "40s", "12m", "3h", "5d": how long ago, roughly (the state's "at least").
+func ago(_ seconds: Int64) -> String {
+    switch max(0, seconds) {
+    case ..<120: "\(max(0, seconds))s"
+    case ..<7200: "\(seconds / 60)m"
+    case ..<172_800: "\(seconds / 3600)h"
+    default: "\(seconds / 86_400)d"
     }
 }
 
