@@ -112,7 +112,7 @@ import TestSupport
         let error = #expect(throws: ConfigFileError.self) { try Config.parse("state.dir = /\(path)\n", source: "s.conf") }
         #expect(error?.description.contains("(4098 bytes)' is not allowed; expected a path of at most 4096 bytes") == true, "\(String(describing: error))")
         let host = #expect(throws: ConfigFileError.self) { try Config.parse("mqtt.host = \(String(repeating: "h", count: 254))\n", source: "s.conf") }
-        #expect(host?.description.contains("expected a host name of at most 253 bytes") == true, "\(String(describing: host))")
+        #expect(host?.description.contains("expected a broker's host name (at most 253 bytes") == true, "\(String(describing: host))")
         let big = write("big.conf", [UInt8](repeating: UInt8(ascii: "#"), count: 65537))
         let file = #expect(throws: ConfigFileError.self) { try Config.load(path: big) }
         #expect(file?.description == "\(big): is 65537 bytes, more than the 65536 allowed")
