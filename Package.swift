@@ -50,8 +50,10 @@ let package = Package(
         .target(name: "SoundboxFleet", dependencies: ["Soundbox"], path: "Sources/Fleet"),
         // The operator tool's broker connection, made synchronous (docs/fleet.md).
         .target(name: "FleetLink", dependencies: ["MQTTBridge", "SoundboxSystem"], path: "Sources/FleetLink"),
-        // The operator tool's own memory (SQLite): devices last seen online, the rollout's state.
-        .target(name: "FleetState", dependencies: ["SoundboxStore"], path: "Sources/FleetState"),
+        // Thousands of simulated boxes in one process, for the fleet tool's tests and benchmark.
+        .target(name: "FleetSim", dependencies: ["Soundbox", "SoundboxCrypto", "SoundboxSystem", "CMosquitto", "CLinux"], path: "Sources/FleetSim"),
+        // The operator tool's own memory (SQLite): devices last seen online, the rollouts.
+        .target(name: "FleetState", dependencies: ["SoundboxStore", "SoundboxFleet"], path: "Sources/FleetState"),
         // The command line the tools share: arguments, failures, --json output.
         .target(name: "SoundboxCLI", path: "Sources/CLI"),
         // The daemon's services: ingest, scheduler, control socket, lifecycle.
@@ -64,7 +66,7 @@ let package = Package(
         .executableTarget(name: "soundbox-fleet", dependencies: ["Soundbox", "SoundboxCLI", "SoundboxFleet", "FleetLink", "FleetState", "MQTTBridge", "SoundboxCrypto", "SoundboxSystem"]),
 
         // Benchmarks (bench/README.md); not part of the test suite.
-        .executableTarget(name: "soundbox-bench", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxControl", "SoundboxSystem", "MQTTBridge", "SoundboxCrypto"], path: "bench/Sources"),
+        .executableTarget(name: "soundbox-bench", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxControl", "SoundboxSystem", "MQTTBridge", "SoundboxCrypto", "FleetSim"], path: "bench/Sources"),
 
         // Helpers shared by the test targets.
         .target(name: "TestSupport", path: "Tests/Support"),
@@ -74,9 +76,9 @@ let package = Package(
         .testTarget(name: "SystemTests", dependencies: ["SoundboxSystem"]),
         .testTarget(name: "MQTTTests", dependencies: ["MQTTBridge"]),
         .testTarget(name: "StoreTests", dependencies: ["Soundbox", "SoundboxStore", "TestSupport"]),
-        .testTarget(name: "FleetTests", dependencies: ["Soundbox", "SoundboxFleet"]),
+        .testTarget(name: "FleetTests", dependencies: ["Soundbox", "SoundboxFleet", "FleetState"]),
         .testTarget(name: "SigningTests", dependencies: ["Soundbox", "SoundboxCrypto", "TestSupport"]),
-        .testTarget(name: "DaemonTests", dependencies: ["Soundbox", "SoundboxSystem", "GPIO", "SoundboxAudio", "SoundboxStore", "SoundboxDaemon", "SoundboxControl", "MQTTBridge", "TestSupport", "SoundboxCrypto", "soundboxd", "soundboxctl", "soundbox-fleet"],
+        .testTarget(name: "DaemonTests", dependencies: ["Soundbox", "SoundboxSystem", "GPIO", "SoundboxAudio", "SoundboxStore", "SoundboxDaemon", "SoundboxControl", "MQTTBridge", "TestSupport", "SoundboxCrypto", "soundboxd", "soundboxctl", "soundbox-fleet", "FleetSim"],
                     exclude: ["bundle-server.py"]),   // UpdateTests' HTTP server, run from the checkout
     ],
     swiftLanguageModes: [.v6]

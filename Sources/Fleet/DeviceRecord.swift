@@ -14,6 +14,8 @@ public struct DeviceRecord: Sendable, Equatable {
     public var updateVersion: String?
     public var updateProgress: Int?
     public var updateReason: String?
+    /// The request's id (`cmd update`'s `id`: a rollout's).
+    public var updateID: String?
     public var volume: Int?
     public var muted: Bool?
     public var voice: String?
@@ -119,6 +121,7 @@ extension DeviceRecord {
                 r.updateVersion = try text(u, "version", as: "update.version")
                 r.updateProgress = try number(u, "progress", 0...100, as: "update.progress")
                 r.updateReason = try text(u, "reason", as: "update.reason", limit: 600)
+                r.updateID = try text(u, "id", as: "update.id")
             case let other?: throw .badField("update", "must be an object, not \(other.kindDescription)")
             }
         } catch { return .failure(error) }

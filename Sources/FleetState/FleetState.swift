@@ -1,12 +1,12 @@
 /// The operator tool's own memory, a SQLite file (docs/fleet.md "State"):
 /// when it first saw each device and when it last saw it online, so that
 /// `--offline-for 1h` means something (a retained will says "offline",
-/// never since when). The rollout's state will live here too.
+/// never since when), and the rollouts (Rollouts.swift).
 import SoundboxStore
 import Glibc
 
 public final class FleetState {
-    private let db: Connection
+    let db: Connection
     public let path: String
 
     /// Opens (or makes) the file; its folder is made 0700 if missing.
@@ -18,6 +18,7 @@ public final class FleetState {
             PRAGMA journal_mode=WAL; PRAGMA busy_timeout=10000;
             CREATE TABLE IF NOT EXISTS seen (device TEXT PRIMARY KEY, first_seen INTEGER NOT NULL, last_online INTEGER);
             """)
+        try makeRolloutTables()
     }
 
     deinit { db.close() }

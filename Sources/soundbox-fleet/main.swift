@@ -32,6 +32,20 @@ let usage = """
                       S seconds (10; a refusal is a rejected receipt with its
                       reason); offline devices get it from their session when
                       they come back; exit 1 if any refused
+      rollout URL --version V --sha256 HEX [--size N] [SELECTOR] --key PRIVATE
+              [--canary N] [--batch N%|N] [--max-failures N%] [--wait S] [--id ID]
+                      a system update in stages: the signed update command to
+                      the canary's N devices (1) first, then to batches of N% (10%)
+                      of the devices; each stage waited for until every device
+                      committed, rolled back, failed or had no final answer in
+                      S seconds (1800: counted as failed); halts by itself when
+                      more than N% (5%) of the devices tried failed. Devices on
+                      V or newer are left out, offline ones skipped. Kept in
+                      the state file: exit 0 when done, 1 when halted
+      rollout status [ID] | rollout halt [ID] | rollout resume [ID] --key PRIVATE
+                      where the newest rollout (or ID) stands; stop it sending
+                      (devices sent it carry on); go on after the tool was
+                      stopped or killed, from the state file
       pay DEVICE AMOUNT [--id ID] [--currency C] [--channel C] [--lang L] [--wait S] [--resend S]
                       the reference backend client: one payment (signed with
                       --key, if given), re-sent with the same id every S
@@ -87,7 +101,8 @@ let usage = """
 
 let connectionOptions: Set<String> = ["--host", "--port", "--ca", "--cert", "--tls-key", "--username", "--password-file",
                                       "--client-id", "--prefix", "--timeout", "--key", "--state"]
-let commandOptions: Set<String> = ["--wait", "--resend", "--id", "--currency", "--channel", "--lang", "--group", "--count", "--idle"]
+let commandOptions: Set<String> = ["--wait", "--resend", "--id", "--currency", "--channel", "--lang", "--group", "--count", "--idle",
+                                   "--sha256", "--size", "--canary", "--batch", "--max-failures"]
 let selectorOptions: Set<String> = ["--fault", "--version", "--voice", "--slot", "--update-state", "--offline-for"]
 
 extension Arguments {
@@ -318,6 +333,7 @@ func run(_ argv: [String]) throws(Failure) {
     case "cmd": try cmdCommand(rest, out)
     case "pay": try payCommand(rest, out)
     case "receipts": try receiptsCommand(rest, out)
+    case "rollout": try rolloutCommand(rest, out)
     case "help": print(usage)
     default: throw usageError("unknown command '\(command)' (see --help)")
     }

@@ -1,0 +1,513 @@
+/// Thousands of simulated boxes in one process, each its own MQTT
+/// connection speaking the device contract (docs/mqtt.md): a retained
+/// `status` with a will, `config` → `config/applied` with the signature
+/// checked, and `cmd update` answered by receipts and a reboot onto the
+/// new version (or a rollback, for the devices told to fail). For the
+/// fleet tool's tests and `soundbox-bench fleet`; not a device: no audio,
+/// no queue, no payments.
+///
+/// One thread, libmosquitto unthreaded: every connection's socket in one
+/// epoll set, `mosquitto_loop_read/write/misc` called as they are ready.
+import CLinux
+import CMosquitto
+import Glibc
+import Soundbox
+import SoundboxCrypto
+import SoundboxSystem
+
+public final class SimulatedFleet: @unchecked Sendable {
+    public struct Options: Sendable {
+        public var host = "127.0.0.1"
+        public var port: Int
+        public var prefix = "soundbox/v1"
+        public var ids: [String]
+        public var version = "0.1.0"
+        /// Configs and commands must verify with it (nil: taken unsigned).
+        public var backendKey: Ed25519PublicKey?
+        /// Devices whose updates fail their health check and roll back.
+        public var failing: Set<String> = []
+        /// Devices that refuse every config (as a box whose settings file forbids it would).
+        public var refusing: Set<String> = []
+        /// Seconds between an update's steps, and of the reboot.
+        public var step = 0.05
+        public var reboot = 0.3
+        public var keepalive: Int32 = 120
+        /// Connections opened but not yet accepted at most (the broker's backlog).
+        public var connectWindow = 200
+
+        public init(port: Int, ids: [String]) { self.port = port; self.ids = ids }
+    }
+
+    /// What the devices did, for tests and benchmarks to wait on.
+    public struct Counters: Sendable, Equatable {
+        public var connected = 0
+        public var connects = 0
+        public var configsApplied = 0
+        public var configsRefused = 0
+        public var signaturesRefused = 0
+        public var updatesTaken = 0
+        public var committed = 0
+        public var rolledBack = 0
+        public var updatesRefused = 0
+    }
+
+    public let options: Options
+    private let counters = Condition()
+    private var _counters = Counters()
+    private var devices: [Device] = []
+    private var epoll: Int32 = -1
+    private var thread: ServiceThread?
+    private var running = true
+    private var timers = TimerHeap()
+    /// Devices waiting for their first connection.
+    private var toConnect: [Int] = []
+    private var touched: Set<Int> = []
+
+    private static let libraryReady: Bool = { mosquitto_lib_init() == MOSQ_ERR_SUCCESS.rawValue }()
+
+    public init(_ options: Options) {
+        self.options = options
+    }
+
+    deinit { stop() }
+
+    /// Opens every connection (a window at a time) on the simulator's thread.
+    public func start() throws(SimulatorError) {
+        precondition(Self.libraryReady, "mosquitto_lib_init failed")
+        epoll = soundbox_epoll_create()
+        guard epoll >= 0 else { throw SimulatorError("epoll_create1: errno \(errno)") }
+        var raised = rlimit()
+        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised)
+        let need = rlim_t(options.ids.count + 256)
+        if raised.rlim_cur < need {
+            raised.rlim_cur = min(max(need, raised.rlim_cur), raised.rlim_max)
+            setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised)
+        }
+        for (n, id) in options.ids.enumerated() {
+            let d = Device(fleet: self, index: n, id: id, version: options.version)
+            guard let h = mosquitto_new(id, false, Unmanaged.passUnretained(d).toOpaque()) else {
+                throw SimulatorError("mosquitto_new(\(id)) failed: errno \(errno)")
+            }
+            d.handle = h
+            let will = Array(#"{"online":false,"id":\#(JSONText.quote(id))}"#.utf8)
+            mosquitto_will_set(h, topic(d, "status"), Int32(will.count), will, 1, true)
+            mosquitto_connect_callback_set(h) { _, ctx, rc in Device.of(ctx).fleet?.connected(Device.of(ctx), rc) }
+            mosquitto_disconnect_callback_set(h) { _, ctx, _ in Device.of(ctx).fleet?.disconnected(Device.of(ctx)) }
+            mosquitto_message_callback_set(h) { _, ctx, message in
+                guard let m = message?.pointee, let t = m.topic else { return }
+                let payload = m.payloadlen > 0
+                    ? Array(UnsafeRawBufferPointer(start: m.payload, count: Int(m.payloadlen)).bindMemory(to: UInt8.self)) : []
+                Device.of(ctx).fleet?.message(Device.of(ctx), topic: String(cString: t), payload: payload, retained: m.retain)
+            }
+            devices.append(d)
+        }
+        toConnect = Array(devices.indices.reversed())
+        thread = ServiceThread(name: "fleet-sim") { [self] in loop() }
+    }
+
+    /// Waits until `ready` holds for the counters (or the timeout).
+    public func wait(timeout: Double, until ready: (Counters) -> Bool) -> Bool {
+        counters.wait(timeout: timeout) { ready(_counters) }
+    }
+
+    public var snapshot: Counters { counters.broadcast { _counters } }
+
+    /// The running version of a device (after its updates).
+    public func version(of id: String) -> String? {
+        counters.broadcast { versions[id] ?? (options.ids.contains(id) ? options.version : nil) }
+    }
+    /// Versions after a committed update (under `counters`' lock).
+    private var versions: [String: String] = [:]
+
+    /// Stops the thread; the connections end without their will (a clean stop).
+    public func stop() {
+        guard let t = thread else { return }
+        counters.broadcast { running = false }
+        _ = t.join(timeout: 30)
+        thread = nil
+        for d in devices {
+            if let h = d.handle { mosquitto_disconnect(h); mosquitto_destroy(h) }
+            d.handle = nil
+        }
+        if epoll >= 0 { close(epoll); epoll = -1 }
+    }
+
+    // MARK: the loop (the simulator's thread only)
+
+    private func loop() {
+        var data = [UInt64](repeating: 0, count: 256)
+        var events = [UInt32](repeating: 0, count: 256)
+        var lastMisc = MonotonicClock.now
+        while counters.broadcast({ running }) {
+            openConnections()
+            let wait = timers.first.map { max(0, min(100, Int(($0 - MonotonicClock.now) * 1000))) } ?? 100
+            let n = soundbox_epoll_wait(epoll, &data, &events, 256, Int32(touched.isEmpty ? wait : 0))
+            for i in 0..<max(0, Int(n)) {
+                let d = devices[Int(data[i])]
+                guard let h = d.handle else { continue }
+                if events[i] & (soundbox_epoll_in | soundbox_epoll_err | soundbox_epoll_hup) != 0 {
+                    if mosquitto_loop_read(h, 1) != MOSQ_ERR_SUCCESS.rawValue { dropped(d) }
+                }
+                if events[i] & soundbox_epoll_out != 0 { touched.insert(d.index) }
+                touched.insert(d.index)
+            }
+            let now = MonotonicClock.now
+            while let due = timers.first, due <= now, let (_, index, action) = timers.pop() { run(action, devices[index]) }
+            if now - lastMisc >= 1 {
+                lastMisc = now
+                for d in devices where d.socket >= 0 { if let h = d.handle { mosquitto_loop_misc(h) }; touched.insert(d.index) }
+            }
+            flush()
+        }
+    }
+
+    /// Writes what each touched connection has queued; one that cannot take
+    /// more waits for EPOLLOUT.
+    private func flush() {
+        var again: Set<Int> = []
+        for i in touched {
+            let d = devices[i]
+            guard let h = d.handle, d.socket >= 0 else { continue }
+            if mosquitto_want_write(h) {
+                if mosquitto_loop_write(h, 1) != MOSQ_ERR_SUCCESS.rawValue { dropped(d); continue }
+                if mosquitto_want_write(h) { again.insert(i) }
+            }
+            let wanted = again.contains(i)
+            if wanted != d.watchingOut {
+                d.watchingOut = wanted
+                _ = soundbox_epoll_set(epoll, EPOLL_CTL_MOD, d.socket, soundbox_epoll_in | (wanted ? soundbox_epoll_out : 0), UInt64(i))
+            }
+        }
+        touched = []
+    }
+
+    private func openConnections() {
+        var inFlight = devices.count - toConnect.count - counters.broadcast { _counters.connected } - rebooting
+        while inFlight < options.connectWindow, let i = toConnect.popLast() {
+            connect(devices[i])
+            inFlight += 1
+        }
+    }
+
+    private var rebooting = 0
+
+    private func connect(_ d: Device) {
+        guard let h = d.handle else { return }
+        let rc = d.everConnected ? mosquitto_reconnect(h) : mosquitto_connect(h, options.host, Int32(options.port), options.keepalive)
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else {
+            timers.push(MonotonicClock.now + 1, d.index, .reconnect)
+            return
+        }
+        d.everConnected = true
+        d.socket = mosquitto_socket(h)
+        d.watchingOut = false
+        _ = soundbox_epoll_add(epoll, d.socket, soundbox_epoll_in, UInt64(d.index))
+        touched.insert(d.index)
+    }
+
+    /// The connection broke (not a reboot): connect again in a second.
+    private func dropped(_ d: Device) {
+        disconnected(d)
+        if !d.inReboot { timers.push(MonotonicClock.now + 1, d.index, .reconnect) }
+    }
+
+    private func count(_ change: (inout Counters) -> Void) { counters.broadcast { change(&_counters) } }
+
+    // MARK: the device contract
+
+    private func topic(_ d: Device, _ leaf: String) -> String { options.prefix + "/" + d.id + "/" + leaf }
+
+    fileprivate func connected(_ d: Device, _ rc: Int32) {
+        guard rc == 0, let h = d.handle else { return }
+        if !d.online { count { $0.connected += 1; $0.connects += 1 } }
+        d.online = true
+        for leaf in ["config", "cmd"] { mosquitto_subscribe(h, nil, topic(d, leaf), 1) }
+        if let outcome = d.afterReboot {
+            d.afterReboot = nil
+            receipt(d, outcome.status, reason: outcome.reason)
+        }
+        publishStatus(d)
+        touched.insert(d.index)
+    }
+
+    fileprivate func disconnected(_ d: Device) {
+        if d.socket >= 0 { _ = soundbox_epoll_del(epoll, d.socket) }
+        d.socket = -1
+        if d.online { count { $0.connected -= 1 } }
+        d.online = false
+    }
+
+    private func publish(_ d: Device, _ leaf: String, _ text: String, retain: Bool = false) {
+        guard let h = d.handle else { return }
+        let bytes = Array(text.utf8)
+        mosquitto_publish(h, nil, topic(d, leaf), Int32(bytes.count), bytes, 1, retain)
+        touched.insert(d.index)
+    }
+
+    private func publishStatus(_ d: Device) {
+        var update = JSONObject()
+        update.add("state", d.update.state)
+        if let p = d.update.progress { update.add("progress", p) }
+        update.add("version", ifPresent: d.update.version)
+        update.add("reason", ifPresent: d.update.reason)
+        update.add("id", ifPresent: d.update.id)
+        var o = JSONObject()
+        o.add("online", true)
+        o.add("id", d.id)
+        o.add("version", d.version)
+        o.add("slot", d.slot)
+        o.add("update", update)
+        o.add("boot_reason", d.bootReason)
+        o.add("volume", d.volume)
+        o.add("muted", false)
+        o.add("queue_depth", 0)
+        o.add("voice", "hi-IN")
+        o.add("durable", true)
+        o.add("faults", [String]())
+        o.add("uptime_s", 1)
+        publish(d, "status", o.text, retain: true)
+    }
+
+    private func receipt(_ d: Device, _ status: String, progress: Int? = nil, reason: String? = nil) {
+        var o = JSONObject()
+        o.add("id", ifPresent: d.update.id)
+        o.add("kind", "update")
+        o.add("status", status)
+        if let progress { o.add("progress", progress) }
+        o.add("version", ifPresent: d.update.version)
+        o.add("ts", Int64(time(nil)))
+        o.add("reason", ifPresent: reason)
+        publish(d, "receipt", o.text)
+    }
+
+    fileprivate func message(_ d: Device, topic: String, payload: [UInt8], retained: Bool) {
+        touched.insert(d.index)
+        let isConfig = topic.hasSuffix("/config")
+        guard !payload.isEmpty, payload.count <= 64 << 10, isConfig || !retained else { return }
+        guard let document = try? JSONValue.parse(payload, maxDepth: 8) else { return }
+        if let key = options.backendKey, let problem = Self.refusal(document, kind: isConfig ? .config : .cmd, device: d.id, key: key) {
+            count { $0.signaturesRefused += 1 }
+            var o = JSONObject()
+            o.add("kind", isConfig ? "config" : "cmd")
+            o.add("status", "rejected")
+            o.add("reason", problem)
+            o.add("ts", Int64(time(nil)))
+            publish(d, "receipt", o.text)
+            return
+        }
+        if isConfig { config(d, document, payload: payload, retained: retained) } else { command(d, document) }
+    }
+
+    /// nil when the message's signature verifies for this device.
+    static func refusal(_ document: JSONValue, kind: Signature.Kind, device: String, key: Ed25519PublicKey) -> String? {
+        switch Signature.envelope(document, kind: kind, device: device) {
+        case .failure(let p): return p.description
+        case .success(let envelope):
+            guard envelope.kid == nil || envelope.kid == key.id else { return "signature: unknown key \(envelope.kid ?? "")" }
+            switch Signature.content(document).flatMap({ Signature.canonical(kind: kind, device: device, envelope: envelope, content: $0) }) {
+            case .failure(let p): return p.description
+            case .success(let bytes): return key.verify(envelope.sig, of: bytes) ? nil : "signature: does not verify"
+            }
+        }
+    }
+
+    private func config(_ d: Device, _ document: JSONValue, payload: [UInt8], retained: Bool) {
+        // A retained config already applied is not applied (nor answered) again.
+        if retained && d.lastConfig == payload { return }
+        var rejected = JSONObject(), refusals = 0
+        var applied: [(String, String)] = []
+        switch Signature.flatten(document, excluding: Signature.envelopeFields) {
+        case .failure(let e):
+            rejected.add("config", e.description); refusals += 1
+        case .success(let pairs):
+            for (name, value) in pairs {
+                guard let key = ConfigKey.named(name) else { rejected.add(name, "\(name) is not a setting"); refusals += 1; continue }
+                if let why = key.refusal(.remote) { rejected.add(name, why); refusals += 1; continue }
+                guard key.kind.parse(value) != nil else {
+                    rejected.add(name, ConfigError.badValue(key: name, value: value, allowed: key.kind.allowed).description); refusals += 1; continue
+                }
+                if options.refusing.contains(d.id) { rejected.add(name, "\(name): refused by this simulated device"); refusals += 1; continue }
+                applied.append((name, value))
+            }
+        }
+        var answer = JSONObject()
+        if refusals == 0 {
+            d.lastConfig = payload
+            for (k, v) in applied where k == "audio.volume" { d.volume = Int(v) ?? d.volume }
+            answer.add("ok", true)
+            answer.add("config", JSONObject(applied))
+            count { $0.configsApplied += 1 }
+        } else {
+            answer.add("ok", false)
+            answer.add("rejected", rejected)
+            count { $0.configsRefused += 1 }
+        }
+        publish(d, "config/applied", answer.text, retain: true)
+        publishStatus(d)
+    }
+
+    private func command(_ d: Device, _ document: JSONValue) {
+        guard case .string("update")? = document["cmd"] else { return }   // replay, test, summary: nothing to say
+        guard case .success(let request) = UpdateRequest.parse(document), let version = request.version else { return }
+        if ["downloading", "installing", "waiting to reboot", "trying"].contains(d.update.state) {
+            if request.sha256 == d.sha256 { return }   // the same request again
+            refuseUpdate(d, request, "an update is under way (\(d.update.state) \(d.update.version ?? ""))")
+            return
+        }
+        guard DebianVersion.compare(version, d.version) > 0 else {
+            refuseUpdate(d, request, "version \(version) is not newer than \(d.version), which runs")
+            return
+        }
+        count { $0.updatesTaken += 1 }
+        d.sha256 = request.sha256
+        d.target = version
+        d.update = .init(state: "downloading", progress: 0, version: version, id: request.id)
+        receipt(d, "downloading", progress: 0)
+        publishStatus(d)
+        timers.push(MonotonicClock.now + options.step, d.index, .step(1))
+    }
+
+    private func refuseUpdate(_ d: Device, _ request: UpdateRequest, _ reason: String) {
+        count { $0.updatesRefused += 1 }
+        var o = JSONObject()
+        o.add("id", ifPresent: request.id)
+        o.add("kind", "update")
+        o.add("status", "failed")
+        o.add("version", ifPresent: request.version)
+        o.add("ts", Int64(time(nil)))
+        o.add("reason", reason)
+        publish(d, "receipt", o.text)
+    }
+
+    /// An update's steps: downloading 50, 100; installing 0, 50, 100; waiting to reboot; the reboot.
+    private static let steps: [(String, Int?)] = [("downloading", 50), ("downloading", 100), ("installing", 0), ("installing", 50),
+                                                  ("installing", 100), ("waiting to reboot", nil)]
+
+    private func run(_ action: TimerHeap.Action, _ d: Device) {
+        switch action {
+        case .reconnect:
+            guard d.socket < 0 else { return }
+            if d.inReboot { d.inReboot = false; rebooting -= 1 }
+            connect(d)
+        case .step(let n) where n < Self.steps.count:
+            let (state, progress) = Self.steps[n]
+            d.update.state = state
+            d.update.progress = progress
+            receipt(d, state, progress: progress)
+            publishStatus(d)
+            timers.push(MonotonicClock.now + options.step, d.index, .step(n + 1))
+        case .step:
+            // The reboot: a clean stop says offline; the new slot (or, failing its health check, the old one) comes back.
+            publish(d, "status", #"{"online":false,"id":\#(JSONText.quote(d.id))}"#, retain: true)
+            if options.failing.contains(d.id) {
+                d.update = .init(state: "rolled back", version: d.target, id: d.update.id,
+                                 reason: "not healthy on slot \(d.slot == "A" ? "B" : "A") by the deadline: simulated")
+                d.bootReason = "rollback"
+                d.afterReboot = ("rolled back", d.update.reason)
+                count { $0.rolledBack += 1 }
+            } else {
+                d.version = d.target ?? d.version
+                d.slot = d.slot == "A" ? "B" : "A"
+                d.update = .init(state: "committed", version: d.target, id: d.update.id)
+                d.bootReason = "update"
+                d.afterReboot = ("committed", nil)
+                count { $0.committed += 1; versions[d.id] = d.version }
+            }
+            flushNow(d)
+            if let h = d.handle { mosquitto_disconnect(h) }
+            disconnected(d)
+            d.inReboot = true
+            rebooting += 1
+            timers.push(MonotonicClock.now + options.reboot, d.index, .reconnect)
+        }
+    }
+
+    /// Writes a device's queued messages before its connection ends.
+    private func flushNow(_ d: Device) {
+        guard let h = d.handle else { return }
+        var tries = 0
+        while mosquitto_want_write(h) && tries < 100 {
+            if mosquitto_loop_write(h, 1) != MOSQ_ERR_SUCCESS.rawValue { return }
+            tries += 1
+        }
+    }
+}
+
+public struct SimulatorError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// One simulated box.
+final class Device {
+    weak var fleet: SimulatedFleet?
+    let index: Int
+    let id: String
+    var handle: OpaquePointer?
+    var socket: Int32 = -1
+    var watchingOut = false
+    var online = false
+    var everConnected = false
+    var inReboot = false
+    var version: String
+    var slot = "A"
+    var bootReason = "clean reboot"
+    var volume = 6
+    var lastConfig: [UInt8]?
+    struct Update { var state = "idle"; var progress: Int?; var version: String?; var id: String?; var reason: String? }
+    var update = Update()
+    var sha256: String?
+    var target: String?
+    /// The receipt to send once back from a reboot.
+    var afterReboot: (status: String, reason: String?)?
+
+    init(fleet: SimulatedFleet, index: Int, id: String, version: String) {
+        self.fleet = fleet; self.index = index; self.id = id; self.version = version
+    }
+
+    static func of(_ ctx: UnsafeMutableRawPointer?) -> Device { Unmanaged<Device>.fromOpaque(ctx!).takeUnretainedValue() }
+}
+
+/// Timers by due time (a binary heap).
+struct TimerHeap {
+    enum Action { case reconnect, step(Int) }
+    private var items: [(due: Double, index: Int, action: Action)] = []
+
+    var first: Double? { items.first?.due }
+
+    mutating func push(_ due: Double, _ index: Int, _ action: Action) {
+        items.append((due, index, action))
+        var i = items.count - 1
+        while i > 0 {
+            let parent = (i - 1) / 2
+            guard items[i].due < items[parent].due else { break }
+            items.swapAt(i, parent)
+            i = parent
+        }
+    }
+
+    mutating func pop() -> (Double, Int, Action)? {
+        guard !items.isEmpty else { return nil }
+        items.swapAt(0, items.count - 1)
+        let top = items.removeLast()
+        var i = 0
+        while true {
+            let l = 2 * i + 1, r = l + 1
+            var m = i
+            if l < items.count && items[l].due < items[m].due { m = l }
+            if r < items.count && items[r].due < items[m].due { m = r }
+            guard m != i else { break }
+            items.swapAt(i, m)
+            i = m
+        }
+        return top
+    }
+}
+
+enum MonotonicClock {
+    static var now: Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+}
