@@ -51,7 +51,7 @@ let package = Package(
         // The operator tool's broker connection, made synchronous (docs/fleet.md).
         .target(name: "FleetLink", dependencies: ["MQTTBridge", "SoundboxSystem"], path: "Sources/FleetLink"),
         // Thousands of simulated boxes in one process, for the fleet tool's tests and benchmark.
-        .target(name: "FleetSim", dependencies: ["Soundbox", "SoundboxCrypto", "SoundboxSystem", "CMosquitto", "CLinux"], path: "Sources/FleetSim"),
+        .target(name: "FleetSim", dependencies: ["Soundbox", "SoundboxCrypto", "SoundboxSystem", "CLinux"], path: "Sources/FleetSim"),
         // The operator tool's own memory (SQLite): devices last seen online, the rollouts.
         .target(name: "FleetState", dependencies: ["SoundboxStore", "SoundboxFleet"], path: "Sources/FleetState"),
         // The command line the tools share: arguments, failures, --json output.
@@ -66,7 +66,7 @@ let package = Package(
         .executableTarget(name: "soundbox-fleet", dependencies: ["Soundbox", "SoundboxCLI", "SoundboxFleet", "FleetLink", "FleetState", "MQTTBridge", "SoundboxCrypto", "SoundboxSystem"]),
 
         // Benchmarks (bench/README.md); not part of the test suite.
-        .executableTarget(name: "soundbox-bench", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxControl", "SoundboxSystem", "MQTTBridge", "SoundboxCrypto", "FleetSim"], path: "bench/Sources"),
+        .executableTarget(name: "soundbox-bench", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxControl", "SoundboxSystem", "MQTTBridge", "SoundboxCrypto", "FleetSim", "FleetLink"], path: "bench/Sources"),
 
         // Helpers shared by the test targets.
         .target(name: "TestSupport", path: "Tests/Support"),

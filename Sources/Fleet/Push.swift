@@ -62,9 +62,16 @@ public struct PushTally: Sendable {
         self.prefix = prefix
         self.kind = kind
         for d in targets { outcomes[d.id] = d.online == true ? .waiting : .offline }
+        waiting = outcomes.values.filter { $0 == .waiting }.count
     }
 
-    public var waiting: Int { outcomes.values.filter { $0 == .waiting }.count }
+    /// Devices still waited for (kept as answers come: a fleet answers 10,000 times).
+    public private(set) var waiting = 0
+
+    private mutating func settle(_ id: String, _ outcome: Outcome) {
+        if outcomes[id] == .waiting { waiting -= 1 }
+        outcomes[id] = outcome
+    }
 
     /// A message from `PREFIX/+/config/applied` or `PREFIX/+/receipt`.
     /// Retained ones are older answers, not ours: ignored.
@@ -78,15 +85,15 @@ public struct PushTally: Sendable {
             if isReceipt {
                 // Only a refusal of this kind: payment receipts share the topic.
                 guard case .string(kind.rawValue)? = v["kind"], case .string("rejected")? = v["status"] else { return }
-                outcomes[id] = .refused(Self.text(v["reason"]) ?? "rejected (no reason given)")
+                settle(id, .refused(Self.text(v["reason"]) ?? "rejected (no reason given)"))
             } else {
                 switch v["ok"] {
-                case .bool(true)?: outcomes[id] = .applied
+                case .bool(true)?: settle(id, .applied)
                 case .bool(false)?:
                     if case .object(let members)? = v["rejected"], !members.isEmpty {
-                        outcomes[id] = .refused(members.map { Self.text($0.1) ?? $0.0 }.joined(separator: "; "))
+                        settle(id, .refused(members.map { Self.text($0.1) ?? $0.0 }.joined(separator: "; ")))
                     } else {
-                        outcomes[id] = .refused("refused (no reason given)")
+                        settle(id, .refused("refused (no reason given)"))
                     }
                 default: unreadable += 1
                 }
@@ -98,7 +105,7 @@ public struct PushTally: Sendable {
     /// The deadline passed: a config still waited for had no answer; a
     /// command not refused by then was accepted.
     public mutating func finish() {
-        for (id, o) in outcomes where o == .waiting { outcomes[id] = kind == .config ? .noAnswer : .applied }
+        for (id, o) in outcomes where o == .waiting { settle(id, kind == .config ? .noAnswer : .applied) }
     }
 
     /// Ids by outcome kind: applied, refused, offline, no answer (sorted).

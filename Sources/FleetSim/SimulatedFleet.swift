@@ -6,10 +6,10 @@
 /// fleet tool's tests and `soundbox-bench fleet`; not a device: no audio,
 /// no queue, no payments.
 ///
-/// One thread, libmosquitto unthreaded: every connection's socket in one
-/// epoll set, `mosquitto_loop_read/write/misc` called as they are ready.
+/// One thread, one epoll set, one socket per box speaking MQTT 3.1.1
+/// itself (MQTTWire): libmosquitto takes three descriptors per client, and
+/// 10,000 boxes must fit in one process's descriptor limit (20,000 here).
 import CLinux
-import CMosquitto
 import Glibc
 import Soundbox
 import SoundboxCrypto
@@ -63,8 +63,6 @@ public final class SimulatedFleet: @unchecked Sendable {
     private var toConnect: [Int] = []
     private var touched: Set<Int> = []
 
-    private static let libraryReady: Bool = { mosquitto_lib_init() == MOSQ_ERR_SUCCESS.rawValue }()
-
     public init(_ options: Options) {
         self.options = options
     }
@@ -73,37 +71,31 @@ public final class SimulatedFleet: @unchecked Sendable {
 
     /// Opens every connection (a window at a time) on the simulator's thread.
     public func start() throws(SimulatorError) {
-        precondition(Self.libraryReady, "mosquitto_lib_init failed")
+        var hints = addrinfo()
+        hints.ai_family = AF_INET
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var found: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(options.host, String(options.port), &hints, &found) == 0, let a = found, let sa = a.pointee.ai_addr else {
+            throw SimulatorError("\(options.host): no IPv4 address")
+        }
+        sa.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { address = $0.pointee }
+        freeaddrinfo(a)
         epoll = soundbox_epoll_create()
         guard epoll >= 0 else { throw SimulatorError("epoll_create1: errno \(errno)") }
         var raised = rlimit()
         getrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised)
         let need = rlim_t(options.ids.count + 256)
         if raised.rlim_cur < need {
-            raised.rlim_cur = min(max(need, raised.rlim_cur), raised.rlim_max)
+            raised.rlim_cur = min(need, raised.rlim_max)
             setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised)
         }
-        for (n, id) in options.ids.enumerated() {
-            let d = Device(fleet: self, index: n, id: id, version: options.version)
-            guard let h = mosquitto_new(id, false, Unmanaged.passUnretained(d).toOpaque()) else {
-                throw SimulatorError("mosquitto_new(\(id)) failed: errno \(errno)")
-            }
-            d.handle = h
-            let will = Array(#"{"online":false,"id":\#(JSONText.quote(id))}"#.utf8)
-            mosquitto_will_set(h, topic(d, "status"), Int32(will.count), will, 1, true)
-            mosquitto_connect_callback_set(h) { _, ctx, rc in Device.of(ctx).fleet?.connected(Device.of(ctx), rc) }
-            mosquitto_disconnect_callback_set(h) { _, ctx, _ in Device.of(ctx).fleet?.disconnected(Device.of(ctx)) }
-            mosquitto_message_callback_set(h) { _, ctx, message in
-                guard let m = message?.pointee, let t = m.topic else { return }
-                let payload = m.payloadlen > 0
-                    ? Array(UnsafeRawBufferPointer(start: m.payload, count: Int(m.payloadlen)).bindMemory(to: UInt8.self)) : []
-                Device.of(ctx).fleet?.message(Device.of(ctx), topic: String(cString: t), payload: payload, retained: m.retain)
-            }
-            devices.append(d)
-        }
+        guard raised.rlim_cur >= need else { throw SimulatorError("\(options.ids.count) devices need \(need) descriptors; the limit is \(raised.rlim_cur)") }
+        devices = options.ids.enumerated().map { Device(index: $0.offset, id: $0.element, version: options.version) }
         toConnect = Array(devices.indices.reversed())
         thread = ServiceThread(name: "fleet-sim") { [self] in loop() }
     }
+
+    private var address = sockaddr_in()
 
     /// Waits until `ready` holds for the counters (or the timeout).
     public func wait(timeout: Double, until ready: (Counters) -> Bool) -> Bool {
@@ -125,9 +117,10 @@ public final class SimulatedFleet: @unchecked Sendable {
         counters.broadcast { running = false }
         _ = t.join(timeout: 30)
         thread = nil
-        for d in devices {
-            if let h = d.handle { mosquitto_disconnect(h); mosquitto_destroy(h) }
-            d.handle = nil
+        for d in devices where d.socket >= 0 {
+            _ = MQTTWire.disconnect.withUnsafeBytes { send(d.socket, $0.baseAddress, 2, Int32(MSG_NOSIGNAL)) }
+            close(d.socket)
+            d.socket = -1
         }
         if epoll >= 0 { close(epoll); epoll = -1 }
     }
@@ -138,47 +131,98 @@ public final class SimulatedFleet: @unchecked Sendable {
         var data = [UInt64](repeating: 0, count: 256)
         var events = [UInt32](repeating: 0, count: 256)
         var lastMisc = MonotonicClock.now
+        var chunk = [UInt8](repeating: 0, count: 64 << 10)
         while counters.broadcast({ running }) {
             openConnections()
             let wait = timers.first.map { max(0, min(100, Int(($0 - MonotonicClock.now) * 1000))) } ?? 100
             let n = soundbox_epoll_wait(epoll, &data, &events, 256, Int32(touched.isEmpty ? wait : 0))
             for i in 0..<max(0, Int(n)) {
                 let d = devices[Int(data[i])]
-                guard let h = d.handle else { continue }
-                if events[i] & (soundbox_epoll_in | soundbox_epoll_err | soundbox_epoll_hup) != 0 {
-                    if mosquitto_loop_read(h, 1) != MOSQ_ERR_SUCCESS.rawValue { dropped(d) }
+                guard d.socket >= 0 else { continue }
+                if d.connecting {
+                    var error: Int32 = 0
+                    var size = socklen_t(4)
+                    getsockopt(d.socket, SOL_SOCKET, SO_ERROR, &error, &size)
+                    guard error == 0 else { dropped(d); continue }
+                    d.connecting = false
+                    let will = Array(#"{"online":false,"id":\#(JSONText.quote(d.id))}"#.utf8)
+                    d.queue(MQTTWire.connect(clientID: d.id, keepalive: UInt16(options.keepalive), willTopic: topic(d, "status"), will: will))
                 }
-                if events[i] & soundbox_epoll_out != 0 { touched.insert(d.index) }
+                if events[i] & (soundbox_epoll_in | soundbox_epoll_err | soundbox_epoll_hup) != 0 { read(d, &chunk) }
                 touched.insert(d.index)
             }
             let now = MonotonicClock.now
             while let due = timers.first, due <= now, let (_, index, action) = timers.pop() { run(action, devices[index]) }
             if now - lastMisc >= 1 {
                 lastMisc = now
-                for d in devices where d.socket >= 0 { if let h = d.handle { mosquitto_loop_misc(h) }; touched.insert(d.index) }
+                for d in devices where d.online && now - d.lastSent >= Double(options.keepalive) / 2 {
+                    d.queue(MQTTWire.pingreq)
+                    touched.insert(d.index)
+                }
             }
             flush()
+        }
+    }
+
+    /// Reads what the socket has and handles each whole packet.
+    private func read(_ d: Device, _ chunk: inout [UInt8]) {
+        while d.socket >= 0 {
+            let got = chunk.withUnsafeMutableBytes { recv(d.socket, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            if got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR) { dropped(d); return }
+            if got < 0 { break }
+            d.input += chunk[0..<got]
+            var at = 0
+            do {
+                while let (packet, length) = try MQTTWire.next(d.input, from: at, limit: 256 << 10) {
+                    at += length
+                    handle(d, packet)
+                    guard d.socket >= 0 else { return }
+                }
+            } catch {
+                dropped(d); return
+            }
+            d.input.removeFirst(at)
+        }
+    }
+
+    private func handle(_ d: Device, _ packet: MQTTWire.Packet) {
+        switch packet {
+        case .connack(let rc): connected(d, Int32(rc))
+        case .publish(let topic, let payload, let qos, let retain, let id):
+            if qos > 0 { d.queue(MQTTWire.puback(id)) }
+            message(d, topic: topic, payload: payload, retained: retain)
+        case .other: break
         }
     }
 
     /// Writes what each touched connection has queued; one that cannot take
     /// more waits for EPOLLOUT.
     private func flush() {
-        var again: Set<Int> = []
         for i in touched {
             let d = devices[i]
-            guard let h = d.handle, d.socket >= 0 else { continue }
-            if mosquitto_want_write(h) {
-                if mosquitto_loop_write(h, 1) != MOSQ_ERR_SUCCESS.rawValue { dropped(d); continue }
-                if mosquitto_want_write(h) { again.insert(i) }
-            }
-            let wanted = again.contains(i)
+            guard d.socket >= 0, !d.connecting else { continue }
+            if !write(d) { continue }
+            let wanted = d.sentUpTo < d.output.count
             if wanted != d.watchingOut {
                 d.watchingOut = wanted
                 _ = soundbox_epoll_set(epoll, EPOLL_CTL_MOD, d.socket, soundbox_epoll_in | (wanted ? soundbox_epoll_out : 0), UInt64(i))
             }
         }
         touched = []
+    }
+
+    /// Sends what it can of the device's output; false if the connection broke.
+    @discardableResult
+    private func write(_ d: Device) -> Bool {
+        while d.sentUpTo < d.output.count {
+            let n = d.output.withUnsafeBytes { send(d.socket, $0.baseAddress! + d.sentUpTo, $0.count - d.sentUpTo, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
+            if n < 0 && (errno == EAGAIN || errno == EINTR) { break }
+            guard n > 0 else { dropped(d); return false }
+            d.sentUpTo += n
+            d.lastSent = MonotonicClock.now
+        }
+        if d.sentUpTo == d.output.count { d.output.removeAll(keepingCapacity: true); d.sentUpTo = 0 }
+        return true
     }
 
     private func openConnections() {
@@ -191,18 +235,22 @@ public final class SimulatedFleet: @unchecked Sendable {
 
     private var rebooting = 0
 
+    /// A non-blocking connect; the CONNECT goes when the socket is writable.
     private func connect(_ d: Device) {
-        guard let h = d.handle else { return }
-        let rc = d.everConnected ? mosquitto_reconnect(h) : mosquitto_connect(h, options.host, Int32(options.port), options.keepalive)
-        guard rc == MOSQ_ERR_SUCCESS.rawValue else {
-            timers.push(MonotonicClock.now + 1, d.index, .reconnect)
-            return
-        }
-        d.everConnected = true
-        d.socket = mosquitto_socket(h)
-        d.watchingOut = false
-        _ = soundbox_epoll_add(epoll, d.socket, soundbox_epoll_in, UInt64(d.index))
-        touched.insert(d.index)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { timers.push(MonotonicClock.now + 1, d.index, .reconnect); return }
+        var one: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, 4)
+        var a = address
+        let rc = withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        guard rc == 0 || errno == EINPROGRESS else { close(fd); timers.push(MonotonicClock.now + 1, d.index, .reconnect); return }
+        d.socket = fd
+        d.connecting = true
+        d.input = []
+        d.output = []
+        d.sentUpTo = 0
+        d.watchingOut = true
+        _ = soundbox_epoll_add(epoll, fd, soundbox_epoll_in | soundbox_epoll_out, UInt64(d.index))
     }
 
     /// The connection broke (not a reboot): connect again in a second.
@@ -211,17 +259,26 @@ public final class SimulatedFleet: @unchecked Sendable {
         if !d.inReboot { timers.push(MonotonicClock.now + 1, d.index, .reconnect) }
     }
 
+    /// Closes the socket (the broker sends the will unless a DISCONNECT went first).
+    private func disconnected(_ d: Device) {
+        if d.socket >= 0 { _ = soundbox_epoll_del(epoll, d.socket); close(d.socket) }
+        d.socket = -1
+        d.connecting = false
+        if d.online { count { $0.connected -= 1 } }
+        d.online = false
+    }
+
     private func count(_ change: (inout Counters) -> Void) { counters.broadcast { change(&_counters) } }
 
     // MARK: the device contract
 
     private func topic(_ d: Device, _ leaf: String) -> String { options.prefix + "/" + d.id + "/" + leaf }
 
-    fileprivate func connected(_ d: Device, _ rc: Int32) {
-        guard rc == 0, let h = d.handle else { return }
+    private func connected(_ d: Device, _ rc: Int32) {
+        guard rc == 0 else { dropped(d); return }
         if !d.online { count { $0.connected += 1; $0.connects += 1 } }
         d.online = true
-        for leaf in ["config", "cmd"] { mosquitto_subscribe(h, nil, topic(d, leaf), 1) }
+        d.queue(MQTTWire.subscribe(id: d.nextID(), topics: [topic(d, "config"), topic(d, "cmd")], qos: 1))
         if let outcome = d.afterReboot {
             d.afterReboot = nil
             receipt(d, outcome.status, reason: outcome.reason)
@@ -230,17 +287,9 @@ public final class SimulatedFleet: @unchecked Sendable {
         touched.insert(d.index)
     }
 
-    fileprivate func disconnected(_ d: Device) {
-        if d.socket >= 0 { _ = soundbox_epoll_del(epoll, d.socket) }
-        d.socket = -1
-        if d.online { count { $0.connected -= 1 } }
-        d.online = false
-    }
-
     private func publish(_ d: Device, _ leaf: String, _ text: String, retain: Bool = false) {
-        guard let h = d.handle else { return }
-        let bytes = Array(text.utf8)
-        mosquitto_publish(h, nil, topic(d, leaf), Int32(bytes.count), bytes, 1, retain)
+        guard d.socket >= 0 else { return }
+        d.queue(MQTTWire.publish(topic: topic(d, leaf), payload: Array(text.utf8), qos: 1, retain: retain, id: d.nextID()))
         touched.insert(d.index)
     }
 
@@ -280,7 +329,7 @@ public final class SimulatedFleet: @unchecked Sendable {
         publish(d, "receipt", o.text)
     }
 
-    fileprivate func message(_ d: Device, topic: String, payload: [UInt8], retained: Bool) {
+    private func message(_ d: Device, topic: String, payload: [UInt8], retained: Bool) {
         touched.insert(d.index)
         let isConfig = topic.hasSuffix("/config")
         guard !payload.isEmpty, payload.count <= 64 << 10, isConfig || !retained else { return }
@@ -413,8 +462,8 @@ public final class SimulatedFleet: @unchecked Sendable {
                 d.afterReboot = ("committed", nil)
                 count { $0.committed += 1; versions[d.id] = d.version }
             }
-            flushNow(d)
-            if let h = d.handle { mosquitto_disconnect(h) }
+            d.queue(MQTTWire.disconnect)
+            write(d)
             disconnected(d)
             d.inReboot = true
             rebooting += 1
@@ -422,15 +471,6 @@ public final class SimulatedFleet: @unchecked Sendable {
         }
     }
 
-    /// Writes a device's queued messages before its connection ends.
-    private func flushNow(_ d: Device) {
-        guard let h = d.handle else { return }
-        var tries = 0
-        while mosquitto_want_write(h) && tries < 100 {
-            if mosquitto_loop_write(h, 1) != MOSQ_ERR_SUCCESS.rawValue { return }
-            tries += 1
-        }
-    }
 }
 
 public struct SimulatorError: Error, Sendable, CustomStringConvertible {
@@ -440,15 +480,19 @@ public struct SimulatorError: Error, Sendable, CustomStringConvertible {
 
 /// One simulated box.
 final class Device {
-    weak var fleet: SimulatedFleet?
     let index: Int
     let id: String
-    var handle: OpaquePointer?
     var socket: Int32 = -1
+    var connecting = false
     var watchingOut = false
+    /// CONNACK received.
     var online = false
-    var everConnected = false
     var inReboot = false
+    var input: [UInt8] = []
+    var output: [UInt8] = []
+    var sentUpTo = 0
+    var lastSent = 0.0
+    private var lastID: UInt16 = 0
     var version: String
     var slot = "A"
     var bootReason = "clean reboot"
@@ -461,11 +505,17 @@ final class Device {
     /// The receipt to send once back from a reboot.
     var afterReboot: (status: String, reason: String?)?
 
-    init(fleet: SimulatedFleet, index: Int, id: String, version: String) {
-        self.fleet = fleet; self.index = index; self.id = id; self.version = version
+    init(index: Int, id: String, version: String) {
+        self.index = index; self.id = id; self.version = version
     }
 
-    static func of(_ ctx: UnsafeMutableRawPointer?) -> Device { Unmanaged<Device>.fromOpaque(ctx!).takeUnretainedValue() }
+    func queue(_ bytes: [UInt8]) { output += bytes }
+
+    /// A packet id: 1-65535, in turn.
+    func nextID() -> UInt16 {
+        lastID = lastID == .max ? 1 : lastID + 1
+        return lastID
+    }
 }
 
 /// Timers by due time (a binary heap).

@@ -44,19 +44,7 @@ final class BenchRig {
 
     /// The daemon's settings file (read at its next start).
     func configure(_ extra: String) throws {
-        try """
-            state.dir = \(dir)/state
-            control.socket = \(dir)/control.sock
-            voice.dir = \(voices)
-            audio.output = alsa
-            audio.device = null
-            log.level = debug
-            device.id = bench
-            mqtt.host = 127.0.0.1
-            mqtt.port = \(port)
-            mqtt.link_prompts = false
-            \(extra)
-            """.write(toFile: dir + "/soundbox.conf", atomically: true, encoding: .utf8)
+        try benchSettings(home: dir, voices: voices, id: "bench", port: port, extra: "log.level = debug\n" + extra)
     }
 
     /// Starts soundboxd (a fresh log) and waits until the backend sees it online.
@@ -106,6 +94,23 @@ final class BenchRig {
         }
         return latencies.sorted()
     }
+}
+
+/// A soundboxd settings file in `home` (its state and control socket there),
+/// ALSA's null output, the loopback broker at `port`.
+func benchSettings(home: String, voices: String, id: String, port: Int, extra: String) throws {
+    try """
+        state.dir = \(home)/state
+        control.socket = \(home)/control.sock
+        voice.dir = \(voices)
+        audio.output = alsa
+        audio.device = null
+        device.id = \(id)
+        mqtt.host = 127.0.0.1
+        mqtt.port = \(port)
+        mqtt.link_prompts = false
+        \(extra)
+        """.write(toFile: home + "/soundbox.conf", atomically: true, encoding: .utf8)
 }
 
 /// "p50 0.87 ms, p99 1.35 ms, max 2.34 ms" of sorted latencies in ms.
