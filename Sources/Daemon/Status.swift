@@ -119,13 +119,15 @@ struct StatusReport {
         return r
     }
 
-    /// The retained MQTT status: {"online":true,"id":"counter-7","version":"0.1.0",...};
+    /// The retained MQTT status: {"online":true,"id":"counter-7","since_ms":1796350400123,"version":"0.1.0",...};
     /// without uptime for change detection. `id` is the device's own, as in
-    /// its topic: a fleet tool reads a status that names another as a lie.
-    func json(id: String, uptime: Bool) -> String {
+    /// its topic: a fleet tool reads a status that names another as a lie;
+    /// `since_ms` when its connection began (docs/mqtt.md).
+    func json(id: String, since: Int64, uptime: Bool) -> String {
         var o = JSONObject()
         o.add("online", true)
         o.add("id", id)
+        o.add("since_ms", since)
         for (key, value, mqtt) in fields where mqtt {
             switch value {
             case .int(let n): o.add(key, n)
@@ -141,11 +143,14 @@ struct StatusReport {
 }
 
 extension StatusReport {
-    /// What the broker's will and a clean stop leave retained: {"online":false,"id":"counter-7"}.
-    static func offline(id: String) -> String {
+    /// What the broker's will and a clean stop leave retained:
+    /// {"online":false,"id":"counter-7","since_ms":1796350400123}, `since_ms` the
+    /// start of the connection that ended.
+    static func offline(id: String, since: Int64) -> String {
         var o = JSONObject()
         o.add("online", false)
         o.add("id", id)
+        o.add("since_ms", since)
         return o.text
     }
 }

@@ -58,7 +58,7 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
         var o = MQTTClient.Options(clientID: deviceID, host: brokers[0].host, port: brokers[0].port ?? config[.mqttPort])
         o.alternates = brokers.dropFirst().map { BrokerAddress(host: $0.host, port: $0.port ?? config[.mqttPort]) }
         o.keepalive = config[.mqttKeepalive]
-        o.will = (topics.status, StatusReport.offline(id: deviceID))
+        o.will = (topics.status, { [deviceID] since in StatusReport.offline(id: deviceID, since: since) })
         o.reconnectMax = config[.mqttReconnectMax]
         if !config[.mqttTLSCA].isEmpty {
             o.tls = .init(ca: config[.mqttTLSCA], cert: config[.mqttTLSCert].nonEmpty, key: config[.mqttTLSKey].nonEmpty)
@@ -87,7 +87,7 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
         receipts.pump(client, topic: topics.receipt)
         if device.link.withLock({ $0.connected }) {
             // A clean goodbye: the will is not published, so say it ourselves.
-            _ = try? client.publish(topics.status, StatusReport.offline(id: deviceID), retain: true)
+            _ = try? client.publish(topics.status, StatusReport.offline(id: deviceID, since: client.connectionSince), retain: true)
         }
         // Within the shutdown's deadline (a connect hanging on a dead network cannot be cut short).
         if !client.stop(timeout: max(0, deadline.withLock { $0 } - SystemClock.monotonic())) {
@@ -193,7 +193,7 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
     private func publishStatus() -> Double? {
         guard device.link.withLock({ $0.connected }) else { return nil }
         let report = StatusReport.make(device)
-        let text = report.json(id: deviceID, uptime: false)
+        let text = report.json(id: deviceID, since: client.connectionSince, uptime: false)
         let now = SystemClock.monotonic()
         switch state.withLock({ $0.status.decide(text, now: now) }) {
         case .none: return nil
@@ -201,7 +201,7 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
         case .publish: break
         }
         do {
-            try client.publish(topics.status, report.json(id: deviceID, uptime: true), retain: true)
+            try client.publish(topics.status, report.json(id: deviceID, since: client.connectionSince, uptime: true), retain: true)
             state.withLock { $0.status.published(text, at: now) }
         } catch {
             log.warning("status_publish_failed", ["error": error.description])

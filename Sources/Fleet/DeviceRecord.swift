@@ -7,6 +7,10 @@ public struct DeviceRecord: Sendable, Equatable {
     public var id: String
     /// nil: the status did not say (never a guess).
     public var online: Bool?
+    /// When the connection this status belongs to began (Unix ms): on a
+    /// cluster whose nodes each keep their own retained status, the newest
+    /// connection's is the truth (Inventory).
+    public var since: Int64?
     public var version: String?
     public var slot: String?
     /// `update.state` (idle, downloading, …) and the version it concerns.
@@ -96,6 +100,7 @@ extension DeviceRecord {
         do throws(StatusProblem) {
             if let named = try text(value, "id"), named != id { throw .otherID(named) }
             r.online = try flag(value, "online")
+            r.since = try number(value, "since_ms", 0...253_402_300_799_999).map { Int64($0) }
             r.version = try text(value, "version")
             r.slot = try text(value, "slot")
             r.volume = try number(value, "volume", 0...10)

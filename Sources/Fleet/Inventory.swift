@@ -40,9 +40,22 @@ public struct Inventory: Sendable {
             note(problem, id)
         case .success(var record):
             guard devices.count < capacity || devices[id] != nil else { note("capacity", "\(id): more than \(capacity) devices"); return }
+            if let old = devices[id], !Self.supersedes(record, old) { return }
             record.lastSeen = devices[id]?.lastSeen
             devices[id] = record
         }
+    }
+
+    /// Whether `new` says more recent things than `old`: a later connection
+    /// (`since`), or the end of the same one (its will or clean stop). On one
+    /// broker statuses come in order and always do; across a cluster's nodes
+    /// (each keeping its own retained copy) an older connection's status
+    /// from another node does not undo a newer one. Without `since` (an
+    /// older device), the latest message read wins.
+    public static func supersedes(_ new: DeviceRecord, _ old: DeviceRecord) -> Bool {
+        guard let a = old.since, let b = new.since else { return true }
+        if b != a { return b > a }
+        return !(old.online == false && new.online == true)
     }
 
     /// Sets when each device was last seen online (the tool's own memory).

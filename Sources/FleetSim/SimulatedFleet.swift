@@ -145,7 +145,10 @@ public final class SimulatedFleet: @unchecked Sendable {
                     getsockopt(d.socket, SOL_SOCKET, SO_ERROR, &error, &size)
                     guard error == 0 else { dropped(d); continue }
                     d.connecting = false
-                    let will = Array(#"{"online":false,"id":\#(JSONText.quote(d.id))}"#.utf8)
+                    var clock = timespec()
+                    clock_gettime(CLOCK_REALTIME, &clock)
+                    d.since = Int64(clock.tv_sec) * 1000 + Int64(clock.tv_nsec) / 1_000_000
+                    let will = Array(offline(d).utf8)
                     d.queue(MQTTWire.connect(clientID: d.id, keepalive: UInt16(options.keepalive), willTopic: topic(d, "status"), will: will))
                 }
                 if events[i] & (soundbox_epoll_in | soundbox_epoll_err | soundbox_epoll_hup) != 0 { read(d, &chunk) }
@@ -293,6 +296,9 @@ public final class SimulatedFleet: @unchecked Sendable {
         touched.insert(d.index)
     }
 
+    /// The will and a clean stop: `since_ms` the connection's start (docs/mqtt.md).
+    private func offline(_ d: Device) -> String { #"{"online":false,"id":\#(JSONText.quote(d.id)),"since_ms":\#(d.since)}"# }
+
     private func publishStatus(_ d: Device) {
         var update = JSONObject()
         update.add("state", d.update.state)
@@ -303,6 +309,7 @@ public final class SimulatedFleet: @unchecked Sendable {
         var o = JSONObject()
         o.add("online", true)
         o.add("id", d.id)
+        o.add("since_ms", d.since)
         o.add("version", d.version)
         o.add("slot", d.slot)
         o.add("update", update)
@@ -447,7 +454,7 @@ public final class SimulatedFleet: @unchecked Sendable {
             timers.push(MonotonicClock.now + options.step, d.index, .step(n + 1))
         case .step:
             // The reboot: a clean stop says offline; the new slot (or, failing its health check, the old one) comes back.
-            publish(d, "status", #"{"online":false,"id":\#(JSONText.quote(d.id))}"#, retain: true)
+            publish(d, "status", offline(d), retain: true)
             if options.failing.contains(d.id) {
                 d.update = .init(state: "rolled back", version: d.target, id: d.update.id,
                                  reason: "not healthy on slot \(d.slot == "A" ? "B" : "A") by the deadline: simulated")
@@ -492,6 +499,8 @@ final class Device {
     var output: [UInt8] = []
     var sentUpTo = 0
     var lastSent = 0.0
+    /// When the current connection began (Unix ms).
+    var since: Int64 = 0
     private var lastID: UInt16 = 0
     var version: String
     var slot = "A"

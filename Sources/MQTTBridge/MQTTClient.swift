@@ -32,8 +32,11 @@ public final class MQTTClient: @unchecked Sendable {
         /// connection that ends, moves to the next. A nil port is `port`.
         public var alternates: [BrokerAddress] = []
         public var keepalive: Int = 30
-        /// Last will: published by the broker if we vanish.
-        public var will: (topic: String, payload: String)?
+        /// Last will: published by the broker if we vanish. Made before
+        /// each connection from its start (Unix ms, `connectionSince`):
+        /// a cluster's nodes each keep their own retained copy, and a
+        /// reader tells the newest by it (docs/mqtt.md `since`).
+        public var will: (topic: String, payload: @Sendable (_ since: Int64) -> String)?
         public var tls: TLS?
         public var username: String?
         public var password: String?
@@ -98,6 +101,10 @@ public final class MQTTClient: @unchecked Sendable {
     private var plan: ConnectionPlan
     /// The broker of the current (or next) attempt, in `endpoints`.
     private let brokerIndex = Atomic<Int>(0)
+    private let since = Atomic<Int64>(0)
+
+    /// When the current (or last) connection attempt began, Unix milliseconds.
+    public var connectionSince: Int64 { since.load(ordering: .relaxed) }
     private var endpoints: [(host: String, port: Int)] {
         let port = options.port != 0 ? options.port : (options.tls == nil ? 1883 : 8883)
         return [(options.host, port)] + options.alternates.map { ($0.host, $0.port ?? port) }
@@ -129,10 +136,6 @@ public final class MQTTClient: @unchecked Sendable {
         try check(mosquitto_int_option(h, MOSQ_OPT_PROTOCOL_VERSION, Int32(options.protocolVersion)), "mosquitto_int_option(PROTOCOL_VERSION)")
         // Without it, Nagle plus delayed ACK add 13-44 ms to every exchange.
         try check(mosquitto_int_option(h, MOSQ_OPT_TCP_NODELAY, 1), "mosquitto_int_option(TCP_NODELAY)")
-        if let will = options.will {
-            let bytes = Array(will.payload.utf8)
-            try check(mosquitto_will_set(h, will.topic, Int32(bytes.count), bytes, 1, true), "mosquitto_will_set")
-        }
         if let user = options.username {
             try check(mosquitto_username_pw_set(h, user, options.password), "mosquitto_username_pw_set")
         }
@@ -285,6 +288,15 @@ public final class MQTTClient: @unchecked Sendable {
             let v = version.load(ordering: .relaxed)
             var rc: Int32
             var err: Int32 = 0
+            var clock = timespec()
+            clock_gettime(CLOCK_REALTIME, &clock)
+            let now = Int64(clock.tv_sec) * 1000 + Int64(clock.tv_nsec) / 1_000_000
+            since.store(now, ordering: .relaxed)
+            if let will = options.will {
+                let bytes = Array(will.payload(now).utf8)
+                rc = mosquitto_will_set(handle, will.topic, Int32(bytes.count), bytes, 1, true)
+                if rc != MOSQ_ERR_SUCCESS.rawValue { delegateRef?.mqttLibraryLog(MQTTError(call: "mosquitto_will_set", code: rc, errno: 0).description) }
+            }
             if let e = setVersion(v) {
                 rc = e
             } else if v == 5 {

@@ -78,7 +78,9 @@ let usage = """
                       committed, rolled back, failed
 
     CONNECTION (also from the environment: SOUNDBOX_FLEET_HOST, _PORT, ...):
-      --host H        the broker (default 127.0.0.1)
+      --host H[,H2...] the broker (default 127.0.0.1), or a cluster's nodes
+                      (host[:port], up to 8): connected in turn; the inventory
+                      reads every node's retained statuses (docs/fleet.md)
       --port N        its port (default 1883, with --ca 8883)
       --ca FILE       TLS: the CA that signed the broker's certificate
       --cert FILE, --tls-key FILE
@@ -143,20 +145,24 @@ func timeout(_ args: Arguments) throws(Failure) -> Double {
 /// `persistent`: a session the broker keeps for a week while the tool is
 /// away (needs a fixed --client-id); `handler`: messages handed over before
 /// their PUBACK (FleetLink).
-func connect(_ args: Arguments, persistent: Bool = false, handler: (@Sendable (FleetLink.Message) -> Void)? = nil) throws(Failure) -> FleetLink {
-    var host = args.setting("--host") ?? "127.0.0.1"
-    if host.isEmpty { host = "127.0.0.1" }
+func connect(_ args: Arguments, persistent: Bool = false, node: Int = 0, handler: (@Sendable (FleetLink.Message) -> Void)? = nil) throws(Failure) -> FleetLink {
+    let nodes = try brokers(args)
     var port = 0
     if let p = args.setting("--port") {
         guard let n = Int(p), (1...65535).contains(n) else { throw usageError("--port must be 1-65535, not '\(TextFile.excerpt(p))'") }
         port = n
     }
+    // The node asked for first, then the others in turn.
+    let order = Array(nodes[node...] + nodes[..<node])
+    let host = order[0].host
+    port = order[0].port ?? port
     var hostname = [CChar](repeating: 0, count: 256)
     gethostname(&hostname, hostname.count - 1)
     let me = String(decoding: hostname.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    let clientID = args.setting("--client-id") ?? "soundbox-fleet-\(me)-\(getpid())"
+    let clientID = (args.setting("--client-id") ?? "soundbox-fleet-\(me)-\(getpid())") + (node > 0 ? "-n\(node)" : "")
     guard DeviceRecord.isValidID(clientID) else { throw usageError("--client-id '\(TextFile.excerpt(clientID))': one MQTT topic level, 1-64 bytes") }
     var o = MQTTClient.Options(clientID: clientID, host: host, port: port)
+    o.alternates = order.dropFirst().map { BrokerAddress(host: $0.host, port: $0.port ?? (port == 0 ? nil : port)) }
     o.cleanStart = !persistent
     o.sessionExpiry = 7 * 86_400
     o.reconnectMax = 5
@@ -206,14 +212,38 @@ func selector(_ args: Arguments) throws(Failure) -> Selector {
     return s
 }
 
-/// Every retained status under the prefix, read up to a sync marker.
+/// The brokers of --host: one, or a cluster's nodes (comma-separated, as mqtt.host).
+func brokers(_ args: Arguments) throws(Failure) -> [BrokerAddress] {
+    var host = args.setting("--host") ?? "127.0.0.1"
+    if host.isEmpty { host = "127.0.0.1" }
+    guard let list = BrokerAddress.list(host) else {
+        throw usageError("--host '\(TextFile.excerpt(host))': a host[:port], or up to \(BrokerAddress.maxBrokers) of them separated by commas")
+    }
+    return list
+}
+
+/// Every retained status under the prefix, read up to a sync marker; with
+/// several nodes in --host, from each of them (a cluster's nodes may each
+/// keep their own retained statuses: the newest connection's wins).
 func inventory(_ args: Arguments, _ link: FleetLink, prefix p: String) throws(Failure) -> (Inventory, complete: Bool) {
     var inv = Inventory(prefix: p)
     let wait = try timeout(args)
     do {
         // QoS 0: retained statuses come at once, outside the broker's in-flight and queue limits.
         try link.subscribe([p + "/+/status"], qos: 0, timeout: wait)
-        let complete = try link.sync(timeout: wait) { inv.ingest(topic: $0.topic, payload: $0.payload) }
+        var complete = try link.sync(timeout: wait) { inv.ingest(topic: $0.topic, payload: $0.payload) }
+        let nodes = try brokers(args)
+        for node in nodes.indices.dropFirst() {
+            do {
+                let other = try connect(args, node: node)
+                defer { other.close() }
+                try other.subscribe([p + "/+/status"], qos: 0, timeout: wait)
+                complete = try other.sync(timeout: wait) { inv.ingest(topic: $0.topic, payload: $0.payload) } && complete
+            } catch {
+                printError("note: node \(nodes[node]) not read: \(error)")
+                complete = false
+            }
+        }
         try remember(args, &inv)
         return (inv, complete)
     } catch let error as Failure {

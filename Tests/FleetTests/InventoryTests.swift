@@ -101,6 +101,36 @@ private let good = #"{"online":true,"id":"shop-1","version":"0.2.0","slot":"B","
         inv.ingest(topic: "p/a/status", payload: [])
         #expect(inv.devices.isEmpty && inv.anomalies.isEmpty)
     }
+
+    /// A cluster's nodes each keep their own retained status: read from all
+    /// of them in any order, the newest connection's status is believed,
+    /// and the end of a connection (its will) beats that connection's online.
+    @Test func theNewestConnectionWinsAcrossNodes() {
+        let t = "soundbox/v1/shop-1/status"
+        let oldOnline = bytes(#"{"online":true,"id":"shop-1","since_ms":1000,"volume":3}"#)
+        let oldWill = bytes(#"{"online":false,"id":"shop-1","since_ms":1000}"#)
+        let newOnline = bytes(#"{"online":true,"id":"shop-1","since_ms":2000,"volume":5}"#)
+        let newWill = bytes(#"{"online":false,"id":"shop-1","since_ms":2000}"#)
+        for order in [[oldOnline, newOnline], [newOnline, oldOnline], [oldWill, newOnline], [newOnline, oldWill]] {
+            var inv = Inventory(prefix: "soundbox/v1")
+            for p in order { inv.ingest(topic: t, payload: p) }
+            #expect(inv.devices["shop-1"]?.online == true && inv.devices["shop-1"]?.volume == 5, "moved to another node: online there")
+        }
+        for order in [[oldOnline, newWill], [newWill, oldOnline], [newOnline, newWill], [newWill, newOnline]] {
+            var inv = Inventory(prefix: "soundbox/v1")
+            for p in order { inv.ingest(topic: t, payload: p) }
+            #expect(inv.devices["shop-1"]?.online == false, "its newest connection ended: offline, whatever a stale node says")
+        }
+        var old = Inventory(prefix: "soundbox/v1")
+        old.ingest(topic: t, payload: newOnline)
+        old.ingest(topic: t, payload: bytes(#"{"online":false,"id":"shop-1"}"#))
+        #expect(old.devices["shop-1"]?.online == false, "without since_ms (an older device) the latest message wins")
+        #expect(old.anomalies.isEmpty)
+        var bad = Inventory(prefix: "soundbox/v1")
+        bad.ingest(topic: t, payload: bytes(#"{"online":true,"id":"shop-1","since_ms":-5}"#))
+        bad.ingest(topic: t, payload: bytes(#"{"online":true,"id":"shop-1","since_ms":"soon"}"#))
+        #expect(bad.devices.isEmpty && bad.anomalies["bad_field"]?.count == 2)
+    }
 }
 
 @Suite struct SelectorTests {
