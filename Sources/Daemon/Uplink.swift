@@ -38,6 +38,10 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
         var status = StatusThrottle()
         var prompts = LinkPrompts()
         var takeover: TakeoverWatch
+        /// The SUBSCRIBE of the current connection, until its SUBACK.
+        var subscribeMID: Int32?
+        /// Connections in a row closed before the SUBACK.
+        var refusedInARow = 0
     }
     private let state: Mutex<State>
 
@@ -120,7 +124,9 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
         }
         receipts.connected()
         do {
-            for t in [topics.payment, topics.config, topics.cmd] { try client.subscribe(t, qos: 1) }
+            var last: Int32 = 0
+            for t in [topics.payment, topics.config, topics.cmd] { last = try client.subscribe(t, qos: 1) }
+            state.withLock { $0.subscribeMID = last }
         } catch {
             log.error("subscribe_failed", ["error": error.description])
         }
@@ -132,8 +138,34 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
         changes.post(.state)
     }
 
+    func mqttSubscribed(mid: Int32, granted: [Int32]) {
+        state.withLock { s in
+            if s.subscribeMID == mid { s.subscribeMID = nil; s.refusedInARow = 0 }
+        }
+    }
+
     func mqttDisconnected(rc: Int32) {
         receipts.disconnected()
+        // Closed before the broker acknowledged our subscriptions: a refusal
+        // (an ACL on a 3.1.1 broker, or a cluster that cannot reach the node
+        // holding this device's session: RabbitMQ), not another client.
+        let refused = state.withLock { s -> Int in
+            guard s.subscribeMID != nil, !MQTTClient.isSessionTakeover(rc: rc) else { return 0 }
+            s.subscribeMID = nil
+            s.refusedInARow += 1
+            s.prompts.disconnected(at: SystemClock.monotonic())
+            return s.refusedInARow
+        }
+        if refused > 0 {
+            let why = "the broker at \(client.currentBroker) closed the connection before acknowledging the subscriptions (\(refused) in a row)"
+            device.link.withLock { $0.connected = false; $0.lastError = why }
+            if refused == 1 || refused % 20 == 0 {
+                log.warning("subscription_refused", ["broker": client.currentBroker, "in_a_row": "\(refused)",
+                                                     "hint": "an ACL that forbids this device's topics, or a clustered broker that cannot reach the node holding this device's session (RabbitMQ: until that node is back); the box keeps trying the brokers of mqtt.host in turn"])
+            }
+            changes.post(.state)
+            return
+        }
         let certain = MQTTClient.isSessionTakeover(rc: rc)
         let (holdOff, takenOver, wasTakenOver) = state.withLock { s in
             let was = s.takeover.isTakenOver

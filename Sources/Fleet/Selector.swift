@@ -25,6 +25,15 @@ public struct Selector: Sendable, Equatable {
 
     public init() {}
 
+    /// The ids named one by one (plain and from files): a broker that keeps
+    /// retained messages only for exact subscriptions (RabbitMQ 3.10) shows
+    /// these devices' statuses to a subscription of each own topic.
+    public var named: [String] {
+        var out = ids
+        for case .id(let id) in names { out.insert(id) }
+        return out.sorted()
+    }
+
     /// `<0.3.0`, `<=0.3.0`, `>0.3.0`, `>=0.3.0`, `=0.3.0` (or just `0.3.0`), `!=0.3.0`.
     public struct VersionTest: Sendable, Equatable {
         public enum Op: String, Sendable { case lt = "<", le = "<=", gt = ">", ge = ">=", eq = "=", ne = "!=" }

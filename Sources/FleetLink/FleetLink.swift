@@ -31,8 +31,12 @@ public final class FleetLink: MQTTClientDelegate, @unchecked Sendable {
         var head = 0
         var dropped = 0
         var notes: [String] = []
-        /// Attempts that ended without a CONNACK (refused, TLS, DNS): the tool gives up after the first.
+        /// Attempts that could not connect (refused, TLS, DNS): the tool gives
+        /// up once every broker has failed so.
         var failedAttempts = 0
+        /// Connections the broker closed before its CONNACK: the client then
+        /// falls back to MQTT 3.1.1 (RabbitMQ 3.10 refuses 5 so), so a few are waited out.
+        var closedAttempts = 0
     }
     private var state = State()
     private let wake = Condition()
@@ -49,10 +53,16 @@ public final class FleetLink: MQTTClientDelegate, @unchecked Sendable {
     /// a message it had no time for (the tool killed) comes again.
     private let handler: (@Sendable (Message) -> Void)?
 
+    /// The brokers the client tries in turn.
+    private let brokers: Int
+
+    private func gaveUp(_ s: State) -> Bool { s.failedAttempts >= brokers || s.closedAttempts >= 2 + 2 * brokers }
+
     public init(_ options: MQTTClient.Options, capacity: Int = 1_000_000, handler: (@Sendable (Message) -> Void)? = nil) throws(FleetError) {
         self.capacity = capacity
         self.handler = handler
         clientID = options.clientID
+        brokers = options.alternates.count + 1
         syncTopic = "soundbox-fleet/\(options.clientID)/sync"
         do { client = try MQTTClient(options, delegate: self) } catch { throw FleetError(error.description) }
     }
@@ -63,9 +73,9 @@ public final class FleetLink: MQTTClientDelegate, @unchecked Sendable {
     public func connect(timeout: Double) throws(FleetError) {
         guard let client else { return }
         do { try client.start() } catch { throw FleetError(error.description) }
-        let rc = locked(timeout: timeout, until: { $0.connack != nil || $0.failedAttempts > 0 }) { $0.connack }
+        let rc = locked(timeout: timeout, until: { $0.connack != nil || gaveUp($0) }) { $0.connack }
         guard let rc else {
-            throw FleetError(locked { $0.failedAttempts } > 0 ? "cannot connect\(notes())" : "no answer from the broker within \(Int(timeout)) s\(notes())")
+            throw FleetError(locked { gaveUp($0) } ? "cannot connect\(notes())" : "no answer from the broker within \(Int(timeout)) s\(notes())")
         }
         guard rc == 0 else { throw FleetError("the broker refused the connection: \(MQTTClient.connackText(rc: rc))\(notes())") }
         try subscribe([syncTopic], qos: 0, timeout: timeout)
@@ -151,7 +161,7 @@ public final class FleetLink: MQTTClientDelegate, @unchecked Sendable {
     public func mqttDisconnected(rc: Int32) {
         update { s in
             s.disconnects += 1
-            if s.connack == nil { s.failedAttempts += 1; s.notes.append(MQTTClient.disconnectText(rc: rc)) }
+            if s.connack == nil { s.closedAttempts += 1; s.notes.append(MQTTClient.disconnectText(rc: rc)) }
         }
     }
     public func mqttPublished(mid: Int32) { update { _ = $0.acked.insert(mid) } }

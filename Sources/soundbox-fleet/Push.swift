@@ -80,7 +80,7 @@ func push(_ args: Arguments, _ out: Output, kind: PushTally.Kind, document: JSON
     let p = try prefix(args)
     let link = try connect(args)
     defer { link.close() }
-    let (inv, complete) = try inventory(args, link, prefix: p)
+    let (inv, complete) = try inventory(args, link, prefix: p, exact: select.named)
     if !complete { printError("note: the inventory may be incomplete (the tool's marker did not come back)") }
     let targets = inv.select(select, now: Int64(time(nil)))
     guard !targets.isEmpty else { throw failure("no device matches (\(inv.devices.count) known)", code: "no_device") }

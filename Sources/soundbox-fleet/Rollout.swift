@@ -96,7 +96,7 @@ func startRollout(_ args: Arguments, _ out: Output, url: String) throws(Failure)
         throw usageError("a rollout '\(id)' exists already in \(state.path) (rollout status \(id))")
     }
     let link = try connect(args)
-    let (inv, complete) = try inventory(args, link, prefix: p)
+    let (inv, complete) = try inventory(args, link, prefix: p, exact: select.named)
     link.close()
     if !complete { printError("note: the inventory may be incomplete (the tool's marker did not come back)") }
     let targets = inv.select(select, now: Int64(time(nil)))
@@ -135,7 +135,7 @@ func drive(_ args: Arguments, _ out: Output, _ state: FleetState, _ start: Rollo
     names.options["--prefix"] = p
     let link = try connect(names)
     defer { link.close() }
-    var (inv, _) = try inventory(names, link, prefix: p)
+    var (inv, _) = try inventory(names, link, prefix: p, exact: devices.keys.sorted())
     var dirty: Set<String> = []
     var progress = Progress()
 

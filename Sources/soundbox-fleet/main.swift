@@ -224,20 +224,23 @@ func brokers(_ args: Arguments) throws(Failure) -> [BrokerAddress] {
 
 /// Every retained status under the prefix, read up to a sync marker; with
 /// several nodes in --host, from each of them (a cluster's nodes may each
-/// keep their own retained statuses: the newest connection's wins).
-func inventory(_ args: Arguments, _ link: FleetLink, prefix p: String) throws(Failure) -> (Inventory, complete: Bool) {
+/// keep their own retained statuses: the newest connection's wins). The
+/// devices in `exact` are also asked for by their own topic (RabbitMQ 3.10
+/// hands retained messages only to exact subscriptions).
+func inventory(_ args: Arguments, _ link: FleetLink, prefix p: String, exact: [String] = []) throws(Failure) -> (Inventory, complete: Bool) {
     var inv = Inventory(prefix: p)
     let wait = try timeout(args)
+    let topics = [p + "/+/status"] + exact.map { p + "/" + $0 + "/status" }
     do {
         // QoS 0: retained statuses come at once, outside the broker's in-flight and queue limits.
-        try link.subscribe([p + "/+/status"], qos: 0, timeout: wait)
+        try link.subscribe(topics, qos: 0, timeout: wait)
         var complete = try link.sync(timeout: wait) { inv.ingest(topic: $0.topic, payload: $0.payload) }
         let nodes = try brokers(args)
         for node in nodes.indices.dropFirst() {
             do {
                 let other = try connect(args, node: node)
                 defer { other.close() }
-                try other.subscribe([p + "/+/status"], qos: 0, timeout: wait)
+                try other.subscribe(topics, qos: 0, timeout: wait)
                 complete = try other.sync(timeout: wait) { inv.ingest(topic: $0.topic, payload: $0.payload) } && complete
             } catch {
                 printError("note: node \(nodes[node]) not read: \(error)")
@@ -273,7 +276,7 @@ func devicesCommand(_ args: Arguments, _ out: Output) throws(Failure) {
     let p = try prefix(args)
     let link = try connect(args)
     defer { link.close() }
-    let (inv, complete) = try inventory(args, link, prefix: p)
+    let (inv, complete) = try inventory(args, link, prefix: p, exact: select.named)
     let now = Int64(time(nil))
     let picked = inv.select(select, now: now)
     if !complete {
