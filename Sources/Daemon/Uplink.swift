@@ -150,16 +150,18 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
         // (an ACL on a 3.1.1 broker, or a cluster that cannot reach the node
         // holding this device's session: RabbitMQ), not another client.
         let refused = state.withLock { s -> Int in
-            guard s.subscribeMID != nil, !MQTTClient.isSessionTakeover(rc: rc) else { return 0 }
+            guard s.subscribeMID != nil, !MQTTClient.isSessionTakeover(rc: rc) else { s.refusedInARow = 0; return 0 }
             s.subscribeMID = nil
             s.refusedInARow += 1
-            s.prompts.disconnected(at: SystemClock.monotonic())
             return s.refusedInARow
         }
-        if refused > 0 {
+        // One such close is any dropped link; two in a row, a refusal.
+        if refused >= 2 {
             let why = "the broker at \(client.currentBroker) closed the connection before acknowledging the subscriptions (\(refused) in a row)"
+            state.withLock { $0.prompts.disconnected(at: SystemClock.monotonic()) }
             device.link.withLock { $0.connected = false; $0.lastError = why }
-            if refused == 1 || refused % 20 == 0 {
+            guard !stopping.load(ordering: .relaxed) else { return }
+            if refused == 2 || refused % 20 == 0 {
                 log.warning("subscription_refused", ["broker": client.currentBroker, "in_a_row": "\(refused)",
                                                      "hint": "an ACL that forbids this device's topics, or a clustered broker that cannot reach the node holding this device's session (RabbitMQ: until that node is back); the box keeps trying the brokers of mqtt.host in turn"])
             }
