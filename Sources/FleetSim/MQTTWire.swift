@@ -4,7 +4,10 @@
 enum MQTTWire {
     /// CONNECT: a persistent session (clean session 0) with a retained QoS 1 will.
     static func connect(clientID: String, keepalive: UInt16, willTopic: String, will: [UInt8]) -> [UInt8] {
-        var body: [UInt8] = string("MQTT") + [4, 0x04 | 0x08 | 0x20, UInt8(keepalive >> 8), UInt8(keepalive & 0xff)]
+        // Protocol level 4; flags: will (0x04), its QoS 1 (0x08), retained (0x20).
+        let flags: UInt8 = 0x04 | 0x08 | 0x20
+        var body: [UInt8] = string("MQTT")
+        body += [4, flags, UInt8(keepalive >> 8), UInt8(keepalive & 0xff)]
         body += string(clientID) + string(willTopic) + bytes(will)
         return packet(0x10, body)
     }
