@@ -230,6 +230,27 @@ struct FleetRun {
         #expect((0..<60).allSatisfy { all.contains("R\($0)/queued") && all.contains("R\($0)/played") })
     }
 
+    /// The operator over TLS with a client certificate: the inventory
+    /// works; a broker certificate from another CA is refused, and said so.
+    @Test func overTLSWithTheOperatorsCertificate() throws {
+        let scratch = Scratch()
+        let certs = try Certificates.make(in: scratch.path + "/pki", devices: ["operator"])
+        let other = try Certificates.make(in: scratch.path + "/other", devices: [])
+        let broker = try Broker(dir: scratch.path + "/broker", tls: TLSListener(caFile: certs.ca, certFile: certs.serverCert, keyFile: certs.serverKey))
+        try mosquittoPub(MQTTEndpoint(port: broker.port), topic: "soundbox/v1/tls-1/status", message: #"{"online":true,"id":"tls-1"}"#, retain: true)
+        let client = certs.client("operator")
+        let tls = ["--host", "localhost", "--port", "\(broker.tlsPort!)", "--cert", client.cert, "--tls-key", client.key]
+        let ok = try FleetRun(broker, tls + ["--ca", certs.ca, "--json", "devices"])
+        let listed = try ok.devices()
+        #expect(ok.status == 0 && listed["tls-1"]?["online"] as? Bool == true, "\(ok.stdout) \(ok.stderr)")
+        let wrong = try FleetRun(broker, tls + ["--ca", other.ca, "--json", "devices"])
+        let refused = try wrong.json()
+        #expect(wrong.status == 1 && refused["code"] as? String == "broker", "\(wrong.stdout) \(wrong.stderr)")
+        #expect((refused["error"] as? String)?.lowercased().contains("certificate") == true, "\(wrong.stdout)")
+        let noCA = try FleetRun(broker, ["--cert", client.cert, "--tls-key", client.key, "devices"])
+        #expect(noCA.status == 2 && noCA.stderr.contains("need --ca"))
+    }
+
     /// Bad command lines and an unreachable broker: a clear error, exit 2 or 1, no hang.
     @Test func badInputIsRefusedWithTheReason() throws {
         let scratch = Scratch()
