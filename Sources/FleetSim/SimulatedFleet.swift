@@ -26,8 +26,6 @@ public final class SimulatedFleet: @unchecked Sendable {
         public var backendKey: Ed25519PublicKey?
         /// Devices whose updates fail their health check and roll back.
         public var failing: Set<String> = []
-        /// Devices that refuse every config (as a box whose settings file forbids it would).
-        public var refusing: Set<String> = []
         /// Seconds between an update's steps, and of the reboot.
         public var step = 0.05
         public var reboot = 0.3
@@ -130,11 +128,11 @@ public final class SimulatedFleet: @unchecked Sendable {
     private func loop() {
         var data = [UInt64](repeating: 0, count: 256)
         var events = [UInt32](repeating: 0, count: 256)
-        var lastMisc = MonotonicClock.now
+        var lastMisc = MonotonicClock.seconds()
         var chunk = [UInt8](repeating: 0, count: 64 << 10)
         while counters.broadcast({ running }) {
             openConnections()
-            let wait = timers.first.map { max(0, min(100, Int(($0 - MonotonicClock.now) * 1000))) } ?? 100
+            let wait = timers.first.map { max(0, min(100, Int(($0 - MonotonicClock.seconds()) * 1000))) } ?? 100
             let n = soundbox_epoll_wait(epoll, &data, &events, 256, Int32(touched.isEmpty ? wait : 0))
             for i in 0..<max(0, Int(n)) {
                 let d = devices[Int(data[i])]
@@ -145,16 +143,14 @@ public final class SimulatedFleet: @unchecked Sendable {
                     getsockopt(d.socket, SOL_SOCKET, SO_ERROR, &error, &size)
                     guard error == 0 else { dropped(d); continue }
                     d.connecting = false
-                    var clock = timespec()
-                    clock_gettime(CLOCK_REALTIME, &clock)
-                    d.since = Int64(clock.tv_sec) * 1000 + Int64(clock.tv_nsec) / 1_000_000
+                    d.since = MonotonicClock.unixMilliseconds()
                     let will = Array(offline(d).utf8)
                     d.queue(MQTTWire.connect(clientID: d.id, keepalive: UInt16(options.keepalive), willTopic: topic(d, "status"), will: will))
                 }
                 if events[i] & (soundbox_epoll_in | soundbox_epoll_err | soundbox_epoll_hup) != 0 { read(d, &chunk) }
                 touched.insert(d.index)
             }
-            let now = MonotonicClock.now
+            let now = MonotonicClock.seconds()
             while let due = timers.first, due <= now, let (_, index, action) = timers.pop() { run(action, devices[index]) }
             if now - lastMisc >= 1 {
                 lastMisc = now
@@ -222,7 +218,7 @@ public final class SimulatedFleet: @unchecked Sendable {
             if n < 0 && (errno == EAGAIN || errno == EINTR) { break }
             guard n > 0 else { dropped(d); return false }
             d.sentUpTo += n
-            d.lastSent = MonotonicClock.now
+            d.lastSent = MonotonicClock.seconds()
         }
         if d.sentUpTo == d.output.count { d.output.removeAll(keepingCapacity: true); d.sentUpTo = 0 }
         return true
@@ -241,12 +237,12 @@ public final class SimulatedFleet: @unchecked Sendable {
     /// A non-blocking connect; the CONNECT goes when the socket is writable.
     private func connect(_ d: Device) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { timers.push(MonotonicClock.now + 1, d.index, .reconnect); return }
+        guard fd >= 0 else { timers.push(MonotonicClock.seconds() + 1, d.index, .reconnect); return }
         var one: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, 4)
         var a = address
         let rc = withUnsafePointer(to: &a) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-        guard rc == 0 || errno == EINPROGRESS else { close(fd); timers.push(MonotonicClock.now + 1, d.index, .reconnect); return }
+        guard rc == 0 || errno == EINPROGRESS else { close(fd); timers.push(MonotonicClock.seconds() + 1, d.index, .reconnect); return }
         d.socket = fd
         d.connecting = true
         d.input = []
@@ -259,7 +255,7 @@ public final class SimulatedFleet: @unchecked Sendable {
     /// The connection broke (not a reboot): connect again in a second.
     private func dropped(_ d: Device) {
         disconnected(d)
-        if !d.inReboot { timers.push(MonotonicClock.now + 1, d.index, .reconnect) }
+        if !d.inReboot { timers.push(MonotonicClock.seconds() + 1, d.index, .reconnect) }
     }
 
     /// Closes the socket (the broker sends the will unless a DISCONNECT went first).
@@ -382,7 +378,6 @@ public final class SimulatedFleet: @unchecked Sendable {
                 guard key.kind.parse(value) != nil else {
                     rejected.add(name, ConfigError.badValue(key: name, value: value, allowed: key.kind.allowed).description); refusals += 1; continue
                 }
-                if options.refusing.contains(d.id) { rejected.add(name, "\(name): refused by this simulated device"); refusals += 1; continue }
                 applied.append((name, value))
             }
         }
@@ -420,7 +415,7 @@ public final class SimulatedFleet: @unchecked Sendable {
         d.update = .init(state: "downloading", progress: 0, version: version, id: request.id)
         receipt(d, "downloading", progress: 0)
         publishStatus(d)
-        timers.push(MonotonicClock.now + options.step, d.index, .step(1))
+        timers.push(MonotonicClock.seconds() + options.step, d.index, .step(1))
     }
 
     private func refuseUpdate(_ d: Device, _ request: UpdateRequest, _ reason: String) {
@@ -451,7 +446,7 @@ public final class SimulatedFleet: @unchecked Sendable {
             d.update.progress = progress
             receipt(d, state, progress: progress)
             publishStatus(d)
-            timers.push(MonotonicClock.now + options.step, d.index, .step(n + 1))
+            timers.push(MonotonicClock.seconds() + options.step, d.index, .step(n + 1))
         case .step:
             // The reboot: a clean stop says offline; the new slot (or, failing its health check, the old one) comes back.
             publish(d, "status", offline(d), retain: true)
@@ -474,7 +469,7 @@ public final class SimulatedFleet: @unchecked Sendable {
             disconnected(d)
             d.inReboot = true
             rebooting += 1
-            timers.push(MonotonicClock.now + options.reboot, d.index, .reconnect)
+            timers.push(MonotonicClock.seconds() + options.reboot, d.index, .reconnect)
         }
     }
 
@@ -560,13 +555,5 @@ struct TimerHeap {
             i = m
         }
         return top
-    }
-}
-
-enum MonotonicClock {
-    static var now: Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
 }

@@ -288,9 +288,7 @@ public final class MQTTClient: @unchecked Sendable {
             let v = version.load(ordering: .relaxed)
             var rc: Int32
             var err: Int32 = 0
-            var clock = timespec()
-            clock_gettime(CLOCK_REALTIME, &clock)
-            let now = Int64(clock.tv_sec) * 1000 + Int64(clock.tv_nsec) / 1_000_000
+            let now = MonotonicClock.unixMilliseconds()
             since.store(now, ordering: .relaxed)
             if let will = options.will {
                 let bytes = Array(will.payload(now).utf8)

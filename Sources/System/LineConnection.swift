@@ -70,4 +70,11 @@ public enum MonotonicClock {
         clock_gettime(CLOCK_MONOTONIC, &ts)
         return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
+
+    /// CLOCK_REALTIME in whole milliseconds since 1970 (a date, not a deadline).
+    public static func unixMilliseconds() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
+    }
 }

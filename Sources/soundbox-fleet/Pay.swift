@@ -6,6 +6,7 @@ import Soundbox
 import SoundboxCLI
 import SoundboxCrypto
 import SoundboxFleet
+import SoundboxSystem
 import FleetLink
 
 /// Receipt statuses after which nothing more comes for a payment.
@@ -50,20 +51,20 @@ func payCommand(_ args: Arguments, _ out: Output) throws(Failure) {
     var sent = 0
     do {
         try link.subscribe([p + "/" + device + "/receipt"], qos: 1, retained: false, timeout: try timeout(args))
-        let deadline = MonotonicSeconds.now + wait
+        let deadline = MonotonicClock.seconds() + wait
         var nextSend = 0.0
         while final == nil {
-            let now = MonotonicSeconds.now
+            let now = MonotonicClock.seconds()
             guard now < deadline else { break }
             // Re-sent, the same id, until the device has answered at all (it says duplicate for one it has).
             if receipts.isEmpty && now >= nextSend {
                 let mid = try link.publish(p + "/" + device + "/payment", message.text, qos: 1)
                 if link.waitAcknowledged([mid], timeout: min(wait, 30)) > 0 { printError("note: the broker did not acknowledge the payment (will re-send)") }
                 sent += 1
-                nextSend = MonotonicSeconds.now + resend
+                nextSend = MonotonicClock.seconds() + resend
             }
             let until = receipts.isEmpty ? min(deadline, nextSend) : deadline
-            guard let m = link.next(timeout: max(0.01, until - MonotonicSeconds.now)) else { continue }
+            guard let m = link.next(timeout: max(0.01, until - MonotonicClock.seconds())) else { continue }
             guard !m.retained, m.payload.count <= 64 << 10, let v = try? JSONValue.parse(m.payload),
                   case .string(id)? = v["id"], case .string(let status)? = v["status"] else { continue }
             if !receipts.contains(status) && !(status == "duplicate" && receipts.contains("queued")) {

@@ -5,6 +5,7 @@ import Soundbox
 import SoundboxCLI
 import SoundboxCrypto
 import SoundboxFleet
+import SoundboxSystem
 import FleetLink
 
 /// The backend's Ed25519 private key (--key, or SOUNDBOX_FLEET_KEY).
@@ -29,21 +30,13 @@ struct Progress {
     var last = 0.0
     mutating func show(_ text: String, force: Bool = false) {
         guard on else { return }
-        let now = MonotonicSeconds.now
+        let now = MonotonicClock.seconds()
         guard force || now - last >= 0.5 else { return }
         last = now
         let line = Array("\r\u{1b}[K\(text)".utf8)
         _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
     }
     func end() { if on { _ = write(2, "\r\u{1b}[K", 4) } }
-}
-
-enum MonotonicSeconds {
-    static var now: Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
 }
 
 func configCommand(_ args: Arguments, _ out: Output) throws(Failure) {
@@ -103,10 +96,10 @@ func push(_ args: Arguments, _ out: Output, kind: PushTally.Kind, document: JSON
         }
         let unsent = link.waitAcknowledged(mids, timeout: wait)
         if unsent > 0 { throw failure("the broker acknowledged \(mids.count - unsent) of \(mids.count) messages within \(Int(wait)) s", code: "broker") }
-        let deadline = MonotonicSeconds.now + wait
+        let deadline = MonotonicClock.seconds() + wait
         // A config: until every online device answered. A command: the whole wait (only a refusal answers).
         while kind == .cmd || tally.waiting > 0 {
-            let left = deadline - MonotonicSeconds.now
+            let left = deadline - MonotonicClock.seconds()
             guard left > 0, let m = link.next(timeout: left) else { break }
             tally.take(topic: m.topic, payload: m.payload, retained: m.retained)
             progress.show("answered \(targets.count - tally.waiting) of \(targets.count)")

@@ -5,6 +5,7 @@ import Soundbox
 import SoundboxCLI
 import SoundboxCrypto
 import SoundboxFleet
+import SoundboxSystem
 import FleetLink
 import FleetState
 
@@ -210,7 +211,7 @@ func drive(_ args: Arguments, _ out: Output, _ state: FleetState, _ start: Rollo
                     }
                 }
             }
-            let clock = MonotonicSeconds.now
+            let clock = MonotonicClock.seconds()
             guard clock - lastCheck >= 0.5 else { continue }
             lastCheck = clock
             let wall = Int64(time(nil))

@@ -4,6 +4,7 @@ import FleetSim
 import MQTTBridge
 import Soundbox
 import SoundboxCrypto
+import SoundboxSystem
 
 /// The fleet at scale (bench/README.md "Fleet"): `n` simulated boxes
 /// (FleetSim, one process, 3% of them failing their updates on purpose)
@@ -128,15 +129,15 @@ func fleetBench(voices: String, n: Int, real: Int) throws {
         let document = try JSONValue.parse(Array(#"{"id":"\#(id)","amount":"\#(i % 900 + 1).50","currency":"CNY"}"#.utf8))
         guard case .success(let signed) = Signature.sign(document, device: device, kid: key.publicKey.id, now: Int64(Date().timeIntervalSince1970),
                                                         nonce: { "" }, sign: key.sign) else { throw BenchError("cannot sign") }
-        sentAt[id] = MonotonicNow.seconds
+        sentAt[id] = MonotonicClock.seconds()
         _ = try link.publish("soundbox/v1/\(device)/payment", signed.message.text, qos: 1)
         // One at a time: wait for this one's played receipt.
-        let deadline = MonotonicNow.seconds + 30
+        let deadline = MonotonicClock.seconds() + 30
         var done = false
-        while !done, MonotonicNow.seconds < deadline, let m = link.next(timeout: 1) {
+        while !done, MonotonicClock.seconds() < deadline, let m = link.next(timeout: 1) {
             guard m.topic.hasSuffix("/receipt"), let r = try? JSONValue.parse(m.payload), case .string(let rid)? = r["id"],
                   let t = sentAt[rid], case .string(let status)? = r["status"] else { continue }
-            let ms = (MonotonicNow.seconds - t) * 1000
+            let ms = (MonotonicClock.seconds() - t) * 1000
             if status == "queued" { queued.append(ms) }
             if status == "played" { played.append(ms); done = rid == id }
         }
@@ -158,10 +159,6 @@ func fleetBench(voices: String, n: Int, real: Int) throws {
                  r["reason"] as? String ?? "-", counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "), rollout.status))
     print("fleet: simulated devices that took the update: \(sims.snapshot.updatesTaken) (none past the halting stage)")
     sims.stop()
-}
-
-enum MonotonicNow {
-    static var seconds: Double { Double(DispatchTime.now().uptimeNanoseconds) / 1e9 }
 }
 
 /// A process run to its end: its status and standard output.
