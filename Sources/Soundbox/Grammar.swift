@@ -58,7 +58,7 @@ extension Grammar {
 
 /// The grammars this build knows, by name.
 public enum Grammars {
-    public static let all: [any Grammar] = [ChineseGrammar(), IndianEnglishGrammar(), HindiGrammar()]
+    public static let all: [any Grammar] = [ChineseGrammar(), IndianEnglishGrammar(), HindiGrammar()] + IndicGrammar.all
 
     public static func named(_ name: String) -> (any Grammar)? {
         all.first { $0.name == name }

@@ -79,7 +79,9 @@ let usage = """
                       beside this program: ../share/soundbox/voices or the checkout's voices/)
       --socket PATH   soundboxd's control socket (default: $SOUNDBOX_SOCKET, else
                       control.socket, else /run/soundbox/control.sock)
-      --lang L        voice pack / language (default voice.lang: zh-CN); zh-CN, en-IN, hi-IN
+      --lang L        voice pack / language (default voice.lang: zh-CN); zh-CN, en-IN,
+                      hi-IN, as-IN, bn-IN, gu-IN, kn-IN, ml-IN, mr-IN, or-IN, pa-IN,
+                      ta-IN, te-IN, ur-IN (docs/grammars.md)
       --channel C     alipay, wechat or other (picks the opening words); local: the
                       test words a `say` opens with
       --volume N      0-10 (default audio.volume: 6)

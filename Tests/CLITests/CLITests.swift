@@ -56,6 +56,8 @@ struct Ctl {
         #expect(r.stdout == "微信收款 一 亿 二 千 三 百 四 十 五 万 六 千 七 百 八 十 九 点 一 二 元\n")
         let en = try Ctl("words", "120000.50", "--lang", "en-IN")
         #expect(en.stdout == "received rupees one lakh twenty thousand and fifty paise\n")
+        let ta = try Ctl("words", "120000.50", "--lang", "ta-IN")
+        #expect(ta.stdout == "பணம்_பெறப்பட்டது ஒரு லட்சத்து இருபதா யிரம் ரூபாய் மற்றும் ஐம்பது பைசா\n")
     }
 
     @Test func json() throws {
@@ -96,7 +98,7 @@ struct Ctl {
     @Test func helpListsEveryCommand() throws {
         let r = try Ctl("--help")
         #expect(r.status == 0)
-        for word in ["words AMOUNT", "render AMOUNT", "voice check DIR", "--json", "Exit status"] {
+        for word in ["words AMOUNT", "render AMOUNT", "voice check DIR", "--json", "Exit status"] + Grammars.all.map(\.name) {
             #expect(r.stdout.contains(word))
         }
     }
