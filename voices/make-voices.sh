@@ -1,21 +1,28 @@
 #!/usr/bin/env bash
-# Regenerates the synthetic voice packs voices/zh-CN/, voices/en-IN/ and
-# voices/hi-IN/ (every mp3 plus manifest.json): espeak-ng speaks each clip
-# (the "recordings", one WAV per clip named by the clip), and
+# Regenerates the synthetic voice packs voices/zh-CN/, voices/en-IN/,
+# voices/hi-IN/ and the eleven other Indian ones (every mp3 plus
+# manifest.json): espeak-ng speaks each clip (the "recordings", one WAV per
+# clip named by the clip), and
 # `soundboxctl voice build` makes the pack from them as it would from a
 # voice actor's (trimmed, one loudness under a true-peak ceiling, gapless
 # mp3s; voices/README.md). Deterministic: rerunning produces byte-identical
 # files.
 #
-#   voices/make-voices.sh [PACK...]     (after `swift build`; SOUNDBOXCTL names another soundboxctl)
+#   voices/make-voices.sh [PACK...]     (after `swift build`; SOUNDBOXCTL names another soundboxctl,
+#                                        SOUNDBOX_VOICES_OUT another folder for the packs: the tests
+#                                        rebuild one and compare it with the shipped one)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ctl="${SOUNDBOXCTL:-$here/../.build/debug/soundboxctl}"
+out="${SOUNDBOX_VOICES_OUT:-$here}"
 missing=()
 command -v espeak-ng >/dev/null 2>&1 || missing+=(espeak-ng)
+# (read once: `ldconfig -p | grep -q` fails at random under pipefail, when grep
+# stops reading before ldconfig has written everything)
+libs=$(ldconfig -p)
 for lib in libsndfile.so.1 libsoxr.so.0 libebur128.so.1 libmp3lame.so.0; do
-  ldconfig -p | grep -q "$lib" || missing+=("$lib")
+  grep -q "$lib" <<<"$libs" || missing+=("$lib")
 done
 if ((${#missing[@]})); then
   echo "make-voices.sh: missing ${missing[*]}; install with:" >&2
@@ -247,19 +254,28 @@ make_pack() {
     [[ -n "$clip" ]] || continue
     espeak-ng -v "$voice" -s 150 -w "$recordings/$clip.wav" "$text"
   done <<<"$table"
-  rm -rf "${here:?}/$name"
-  "$ctl" voice build "$recordings" "$here/$name" --lang "$name" \
+  rm -rf "${out:?}/$name"
+  "$ctl" voice build "$recordings" "$out/$name" --lang "$name" \
     --source "voices/make-voices.sh: espeak-ng $espeak_version -v $voice -s 150" | tail -1
 }
 
-# make-voices.sh [PACK...]: all three by default.
+# The eleven Indic packs: every clip their grammar asks for (`soundboxctl
+# voice clips`), spoken by espeak-ng's voice for the language from the text
+# indic-synth.py gives it (a word piece as its sound, a letter the voice
+# lacks as one it has).
+indic=(as-IN bn-IN gu-IN kn-IN ml-IN mr-IN or-IN pa-IN ta-IN te-IN ur-IN)
+indic_table() { "$ctl" voice clips --lang "$1" | python3 "$here/indic-synth.py" "$1"; }
+
+# make-voices.sh [PACK...]: all fourteen by default.
 packs=("$@")
-((${#packs[@]})) || packs=(zh-CN en-IN hi-IN)
+((${#packs[@]})) || packs=(zh-CN en-IN hi-IN "${indic[@]}")
 for pack in "${packs[@]}"; do
   case "$pack" in
     zh-CN) make_pack zh-CN cmn-latn-pinyin "$ZH_CN" ;;
     en-IN) make_pack en-IN en-us "$EN_IN" ;;
     hi-IN) make_pack hi-IN hi "$HI_IN" ;;
-    *) echo "make-voices.sh: no pack '$pack' (zh-CN, en-IN, hi-IN)" >&2; exit 2 ;;
+    as-IN|bn-IN|gu-IN|kn-IN|ml-IN|mr-IN|or-IN|pa-IN|ta-IN|te-IN|ur-IN)
+      make_pack "$pack" "${pack%-IN}" "$(indic_table "$pack")" ;;
+    *) echo "make-voices.sh: no pack '$pack' (zh-CN, en-IN, hi-IN, ${indic[*]})" >&2; exit 2 ;;
   esac
 done

@@ -65,6 +65,8 @@ struct StatusReport {
     var faults: [String]
     /// Receipts not yet acknowledged by the broker (outbox and memory).
     var receiptsPending: Int
+    /// The packs installed (what `voice.lang` and a payment's `lang` may name).
+    var voices: [String]
     /// Packs payments asked for that are not installed.
     var voicesMissing: [String]
     /// `file`-scope keys changed in the file, waiting for a restart.
@@ -85,7 +87,7 @@ struct StatusReport {
             queueDepth: d.storage.pendingCount, voice: config[.voiceLang], lastID: s.lastID ?? "",
             uptime: Int(SystemClock.monotonic() - d.started), output: OutputName.of(config),
             durable: d.storage.durable, clockSynced: SystemClock.isSynchronized(environment: d.environment), faults: d.faults,
-            receiptsPending: d.storage.receiptsPending, voicesMissing: d.voices.missing,
+            receiptsPending: d.storage.receiptsPending, voices: d.voices.catalog.names, voicesMissing: d.voices.missing,
             restartNeeded: d.settings.restartNeeded.map(\.key), mqtt: link.summary,
             system: d.updates.system.withLock { $0 }, update: d.updates.record.withLock { $0 })
     }
@@ -101,7 +103,7 @@ struct StatusReport {
          ("voice", .text(voice), true), ("last_id", .text(lastID), true), ("uptime_s", .int(uptime), false),
          ("output", .text(output), false), ("durable", .bool(durable), true), ("clock_synced", .bool(clockSynced), false),
          ("faults", .list(faults), true), ("receipts_pending", .int(receiptsPending), false), ("mqtt", .text(mqtt), false),
-         ("voices_missing", .list(voicesMissing), true), ("restart_needed", .list(restartNeeded), false)]
+         ("voices", .list(voices), true), ("voices_missing", .list(voicesMissing), true), ("restart_needed", .list(restartNeeded), false)]
     }
 
     /// For the control socket: `key: value` lines; a list is comma-separated, or `none`.

@@ -64,7 +64,9 @@ public struct VoiceCatalog: Sendable {
     /// (docs/grammars.md): the payment's `lang` if installed, else
     /// voice.lang — each with the packs its manifest falls back to — as
     /// long as it reads the currency; else any installed pack that reads it
-    /// (by name); else the chime.
+    /// (English first, then by name: an INR payment on a zh-CN box is read
+    /// by en-IN, not by whichever of the Indic packs sorts first); else the
+    /// chime.
     public func reader(lang: String?, currency: String?, defaultPack: String) -> Reader {
         var missing: String?
         var first = defaultPack
@@ -80,14 +82,21 @@ public struct VoiceCatalog: Sendable {
                 current = packs[pack]?.fallback
             }
         }
-        if let any = names.first(where: { self.currency(of: $0) == currency }) { return Reader(pack: any, missing: missing) }
+        let readers = names.filter { self.currency(of: $0) == currency }
+        if let any = readers.first(where: { $0.hasPrefix("en-") }) ?? readers.first { return Reader(pack: any, missing: missing) }
         return Reader(pack: first, missing: missing, chime: true)
     }
 
     /// Why a payment in `currency` is announced with the chime (no pack reads it).
     public func chimeReason(_ currency: String) -> String {
-        let readers = names.compactMap { name in self.currency(of: name).map { "\(name) reads \($0)" } }
-        return "chime: no installed voice pack reads \(currency) (\(readers.isEmpty ? "none installed" : readers.joined(separator: ", ")))"
+        // By currency, so that fourteen packs still make a short line: "INR: as-IN en-IN …; CNY: zh-CN".
+        var byCurrency: [(currency: String, packs: [String])] = []
+        for name in names {
+            guard let c = self.currency(of: name) else { continue }
+            if let i = byCurrency.firstIndex(where: { $0.currency == c }) { byCurrency[i].packs.append(name) } else { byCurrency.append((c, [name])) }
+        }
+        let readers = byCurrency.map { "\($0.currency): \($0.packs.joined(separator: " "))" }
+        return "chime: no installed voice pack reads \(currency) (\(readers.isEmpty ? "none installed" : readers.joined(separator: "; ")))"
     }
 }
 

@@ -1,4 +1,4 @@
-// soundboxctl voice check DIR and voice build: the voice packs, offline (voices/README.md).
+// soundboxctl voice check DIR, voice build and voice clips: the voice packs, offline (voices/README.md).
 import FoundationEssentials
 import Glibc
 import Soundbox
@@ -10,8 +10,18 @@ func voice(_ args: Arguments, _ out: Output) throws(Failure) {
     switch args.positional.first {
     case "check": try voiceCheck(args, out)
     case "build": try voiceBuild(args, out)
-    default: throw usageError("usage: voice check DIR | voice build SRC OUT --lang L")
+    case "clips": try voiceClips(args, out)
+    default: throw usageError("usage: voice check DIR | voice build SRC OUT --lang L | voice clips --lang L")
     }
+}
+
+/// What a recording session must record for a grammar: every clip name it
+/// can ask for, one a line, sorted (the files `voice build` wants).
+func voiceClips(_ args: Arguments, _ out: Output) throws(Failure) {
+    guard args.positional.count == 1 else { throw usageError("usage: voice clips --lang L") }
+    let g = try grammar(args)
+    let clips = Array(Set(g.clipNames)).sorted()
+    out.emit(clips, text: clips.joined(separator: "\n"))
 }
 
 func voiceCheck(_ args: Arguments, _ out: Output) throws(Failure) {

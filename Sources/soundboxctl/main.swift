@@ -64,6 +64,9 @@ let usage = """
                       the pack's); clips the grammar needs and SRC lacks are
                       named; --source: where the recordings came from, for the
                       manifest. Needs libsndfile, libsoxr, libebur128, libmp3lame
+      voice clips [--lang L]
+                      the clip names a pack for that grammar needs, one a line:
+                      the files a recording session must make
       config keys     every setting: default, allowed values, who may change it
       key id FILE     the id of an Ed25519 key (PEM, public or private): what a
                       signed message names in "kid"

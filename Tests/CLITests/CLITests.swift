@@ -60,6 +60,17 @@ struct Ctl {
         #expect(ta.stdout == "பணம்_பெறப்பட்டது ஒரு லட்சத்து இருபதா யிரம் ரூபாய் மற்றும் ஐம்பது பைசா\n")
     }
 
+    /// `voice clips`: what a recording session for a grammar must make, one a line.
+    @Test func voiceClipsListsWhatAPackNeeds() throws {
+        for name in ["te-IN", "zh-CN"] {
+            let r = try Ctl("voice", "clips", "--lang", name)
+            #expect(r.status == 0)
+            #expect(r.stdout == Array(Set(try #require(Grammars.named(name)).clipNames)).sorted().joined(separator: "\n") + "\n")
+        }
+        let bad = try Ctl("voice", "clips", "--lang", "fr-FR")
+        #expect(bad.status != 0 && bad.stderr.contains("unknown language 'fr-FR'"))
+    }
+
     @Test func json() throws {
         let r = try Ctl("--json", "words", "0.1")
         #expect(r.status == 0)

@@ -87,7 +87,7 @@ func residentKB(_ pid: Int32) -> Int {
             let r = try d.request("config", "set", "voice.lang", bad)
             #expect(r.ack != nil, "\(bad)")
             if !bad.isEmpty && !bad.contains("/") {
-                #expect(r.ack?.message.contains("an installed voice pack (en-IN, hi-IN, zh-CN)") == true, "\(r.ack?.message ?? "")")
+                #expect(r.ack?.message.contains("an installed voice pack (as-IN, bn-IN, en-IN, gu-IN, hi-IN, kn-IN, ml-IN, mr-IN, or-IN, pa-IN, ta-IN, te-IN, ur-IN, zh-CN)") == true, "\(r.ack?.message ?? "")")
             }
             #expect(try d.request("say", "1", "--lang", bad).ack != nil, "\(bad)")
         }
@@ -99,13 +99,13 @@ func residentKB(_ pid: Int32) -> Int {
         #expect((link.backend.applied.first?["rejected"] as? [String: String])?["voice.lang"] != nil)
 
         // A payment asking for a pack that is not here is read by voice.lang, and status and doctor say so.
-        try link.backend.pay(#"{"id":"V2","amount":"3.00","lang":"ta-IN"}"#)
+        try link.backend.pay(#"{"id":"V2","amount":"3.00","lang":"sw-KE"}"#)
         #expect(link.backend.waitForReceipts(["V1", "V2"], ["played"]))
-        #expect(try d.request("status")["voices_missing"] == "ta-IN")
+        #expect(try d.request("status")["voices_missing"] == "sw-KE")
         let doctor = try d.request("doctor").pairs.records(startingWith: "check")
         let voice = try #require(doctor.first { $0.first?.value == "voice" })
         #expect(voice.first { $0.key == "status" }?.value == "warn")
-        #expect(voice.first { $0.key == "detail" }?.value.contains("ta-IN") == true)
+        #expect(voice.first { $0.key == "detail" }?.value.contains("sw-KE") == true)
         #expect(try d.request("config", "get", "voice.lang")["voice.lang"] == "en-IN")
         #expect(d.stop().0 == 0)
     }
@@ -143,7 +143,7 @@ func residentKB(_ pid: Int32) -> Int {
         try "voice.dir = \(Build.root)/voices\nvoice.lang = xx\n".write(toFile: conf, atomically: true, encoding: .utf8)
         let run = try CommandRun([Build.soundboxd, "--config", conf, "--check-config"])
         #expect(run.status == 78)
-        #expect(run.stderr == "soundboxd: \(conf):2: voice.lang = 'xx' is not allowed; expected an installed voice pack (en-IN, hi-IN, zh-CN in \(Build.root)/voices)\n")
+        #expect(run.stderr == "soundboxd: \(conf):2: voice.lang = 'xx' is not allowed; expected an installed voice pack (as-IN, bn-IN, en-IN, gu-IN, hi-IN, kn-IN, ml-IN, mr-IN, or-IN, pa-IN, ta-IN, te-IN, ur-IN, zh-CN in \(Build.root)/voices)\n")
     }
 
     /// A payment or command that arrives retained (the broker hands out
@@ -220,7 +220,7 @@ func residentKB(_ pid: Int32) -> Int {
         try link.start()
         let b = link.backend
         try b.pay(#"{"id":"U1","amount":"5","currency":"INR","lang":"hi-IN"}"#)     // its lang
-        try b.pay(#"{"id":"U2","amount":"5","lang":"ta-IN"}"#)                        // not installed: voice.lang
+        try b.pay(#"{"id":"U2","amount":"5","lang":"sw-KE"}"#)                        // not installed: voice.lang
         try b.pay(#"{"id":"U3","amount":"5","currency":"CNY","lang":"en-IN"}"#)     // en-IN reads INR: voice.lang
         try b.pay(#"{"id":"U4","amount":"5","currency":"INR"}"#)                      // voice.lang reads CNY: any pack
         try b.pay(#"{"id":"U5","amount":"5","currency":"USD"}"#)                      // no pack: the chime
@@ -232,7 +232,7 @@ func residentKB(_ pid: Int32) -> Int {
         }
         #expect((receipt("U6", "rejected")?["reason"] as? String)?.hasPrefix("amount_minor must be an integer") == true)
         #expect(receipt("U5", "played")?["reason"] as? String
-                == "chime: no installed voice pack reads USD (en-IN reads INR, hi-IN reads INR, zh-CN reads CNY)")
+                == "chime: no installed voice pack reads USD (INR: as-IN bn-IN en-IN gu-IN hi-IN kn-IN ml-IN mr-IN or-IN pa-IN ta-IN te-IN ur-IN; CNY: zh-CN)")
         #expect(receipt("U4", "played")?["reason"] == nil)
         #expect(link.daemon.stop().0 == 0)
         let clips = logLines(link.daemon.log(run: 1)).filter { $0.event == "clips" }

@@ -242,7 +242,8 @@ extension StorageFaultTests {
         try daemon.start()
         #expect(try daemon.request("status")["faults"]?.contains("storage") == true)
         #expect(unlink(copy) == 0)
-        #expect(try daemon.request("status")["faults"] == "none")
+        let faults = try daemon.request("status")["faults"]
+        #expect(faults == "none", "\(faults ?? "no faults field")")
         #expect(daemon.stop().0 == 0)
     }
 }

@@ -342,7 +342,7 @@ extension TakeoverWatchTests {
 
     @Test func onlyInstalledPacksByTheirNames() {
         let c = VoiceCatalog.scan(directory: Self.repoVoices)
-        #expect(c.names == ["en-IN", "hi-IN", "zh-CN"])
+        #expect(c.names == ["as-IN", "bn-IN", "en-IN", "gu-IN", "hi-IN", "kn-IN", "ml-IN", "mr-IN", "or-IN", "pa-IN", "ta-IN", "te-IN", "ur-IN", "zh-CN"])
         #expect(c.canonical("zh-CN") == "zh-CN")
         #expect(c.canonical("zh-cn") == "zh-CN", "case does not make a second pack")
         for alias in ["zh-CN/.", "zh-CN/./.", "./zh-CN", "../voices/zh-CN", "../../etc", "/etc", "xx", ""] {
@@ -359,16 +359,16 @@ extension TakeoverWatchTests {
         #expect(c.reader(lang: "hi-IN", currency: "INR", defaultPack: "zh-CN") == .init(pack: "hi-IN"))
         #expect(c.reader(lang: "hi-in", currency: nil, defaultPack: "zh-CN") == .init(pack: "hi-IN"))
         // 2. Else voice.lang: the lang is not installed, or its pack does not read the currency.
-        #expect(c.reader(lang: "ta-IN", currency: nil, defaultPack: "zh-CN") == .init(pack: "zh-CN", missing: "ta-IN"))
+        #expect(c.reader(lang: "sw-KE", currency: nil, defaultPack: "zh-CN") == .init(pack: "zh-CN", missing: "sw-KE"))
         #expect(c.reader(lang: "en-IN", currency: "CNY", defaultPack: "zh-CN") == .init(pack: "zh-CN"))
         #expect(c.reader(lang: nil, currency: "CNY", defaultPack: "zh-CN") == .init(pack: "zh-CN"))
-        // 3. Else any installed pack that reads it (by name: en-IN before hi-IN).
+        // 3. Else any installed pack that reads it (English first: en-IN before as-IN and hi-IN).
         #expect(c.reader(lang: nil, currency: "INR", defaultPack: "zh-CN") == .init(pack: "en-IN"))
-        #expect(c.reader(lang: "ta-IN", currency: "INR", defaultPack: "zh-CN") == .init(pack: "en-IN", missing: "ta-IN"))
+        #expect(c.reader(lang: "sw-KE", currency: "INR", defaultPack: "zh-CN") == .init(pack: "en-IN", missing: "sw-KE"))
         // 4. Else the chime, never another currency's word.
         #expect(c.reader(lang: nil, currency: "USD", defaultPack: "zh-CN") == .init(pack: "zh-CN", chime: true))
         #expect(c.reader(lang: "hi-IN", currency: "USD", defaultPack: "zh-CN") == .init(pack: "hi-IN", chime: true))
-        #expect(c.chimeReason("USD") == "chime: no installed voice pack reads USD (en-IN reads INR, hi-IN reads INR, zh-CN reads CNY)")
+        #expect(c.chimeReason("USD") == "chime: no installed voice pack reads USD (INR: as-IN bn-IN en-IN gu-IN hi-IN kn-IN ml-IN mr-IN or-IN pa-IN ta-IN te-IN ur-IN; CNY: zh-CN)")
         #expect(VoiceCatalog(directory: "/nowhere", packs: [:]).reader(lang: nil, currency: "CNY", defaultPack: "zh-CN").chime)
 
         // A manifest's fallback comes before voice.lang and before any other pack.
