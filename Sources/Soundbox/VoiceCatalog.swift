@@ -82,8 +82,10 @@ public struct VoiceCatalog: Sendable {
                 current = packs[pack]?.fallback
             }
         }
-        let readers = names.filter { self.currency(of: $0) == currency }
-        if let any = readers.first(where: { $0.hasPrefix("en-") }) ?? readers.first { return Reader(pack: any, missing: missing) }
+        let reads = { (name: String) in self.currency(of: name) == currency }
+        if let any = names.first(where: { $0.hasPrefix("en-") && reads($0) }) ?? names.first(where: reads) {
+            return Reader(pack: any, missing: missing)
+        }
         return Reader(pack: first, missing: missing, chime: true)
     }
 

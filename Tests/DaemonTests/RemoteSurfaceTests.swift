@@ -101,7 +101,9 @@ func residentKB(_ pid: Int32) -> Int {
         // A payment asking for a pack that is not here is read by voice.lang, and status and doctor say so.
         try link.backend.pay(#"{"id":"V2","amount":"3.00","lang":"sw-KE"}"#)
         #expect(link.backend.waitForReceipts(["V1", "V2"], ["played"]))
-        #expect(try d.request("status")["voices_missing"] == "sw-KE")
+        let status = try d.request("status")
+        #expect(status["voices_missing"] == "sw-KE")
+        #expect(status["voices"] == "as-IN,bn-IN,en-IN,gu-IN,hi-IN,kn-IN,ml-IN,mr-IN,or-IN,pa-IN,ta-IN,te-IN,ur-IN,zh-CN", "the installed packs")
         let doctor = try d.request("doctor").pairs.records(startingWith: "check")
         let voice = try #require(doctor.first { $0.first?.value == "voice" })
         #expect(voice.first { $0.key == "status" }?.value == "warn")
