@@ -122,6 +122,10 @@ ready_us=$(systemctl show -P ActiveEnterTimestampMonotonic soundboxd.service)
 fact test_unit_start_s "$T0"
 [ "${ready_us:-0}" -gt 0 ] && fact boot_to_ready_s "$(awk -v u="$ready_us" 'BEGIN { printf "%.1f", u / 1e6 }')"   # (never, on a broken slot)
 fact daemon_rss_kb "$(ps -o rss= -C soundboxd | tr -d ' ')"
+if [ -e "$K/analyze" ]; then
+  systemd-analyze critical-chain soundboxd.service > "$OUT/chain.txt" 2>&1 || true
+  systemd-analyze blame > "$OUT/blame.txt" 2>&1 || true
+fi
 marker "READY boot=$BOOT"
 # The boot's own start job got it there: the one above only waited for it
 # (a start that failed before the test's is never retried in the field).
@@ -371,7 +375,7 @@ install|badinstall)
   other_dev=/dev/disk/by-partuuid/5b0c0001-0$(. /usr/lib/soundbox-image/layout; layout_board "$BOARD"; eval echo "\$part_root_$oth")
   if [ "$MODE" = badinstall ]; then
     echo "$oth" > "$bdir/slot"
-    [ "$(cat "$K/update-cuts")" != all ] || check committed_after_cut "the power cut right after the commit: $($slots show | tr '\n' ' ')" bash -c \
+    ! grep -qw commit "$K/update-cuts" || check committed_after_cut "the power cut right after the commit: $($slots show | tr '\n' ' ')" bash -c \
       "$slots show | grep -qx current=$cur && $slots show | grep -qx default=$cur && $slots show | grep -qx tried=no"
   else
     # Refused before anything is written: the other slot's state and first 16 MiB unchanged.
@@ -467,7 +471,7 @@ tried)
   sync
   marker "DONE boot=$BOOT"
   # With update cuts: the host cuts the power now, just after the commit.
-  [ "$(cat "$K/update-cuts")" = all ] && sleep infinity
+  grep -qw commit "$K/update-cuts" && sleep infinity
   systemctl poweroff
   ;;
 rolledback)
@@ -535,6 +539,11 @@ soak|settle)
   systemctl poweroff
   ;;
 drain)
+  check reprovisioned "a second SSH key written to the card after the first boot is applied: $(grep -c ssh- /home/tech/.ssh/authorized_keys) keys" \
+    cmp -s "$K/authorized_keys.2" /home/tech/.ssh/authorized_keys
+  # Grown at the first boot, skipped by its condition since (nothing run at every boot).
+  check growstate_once "soundbox-growstate: $(systemctl show -P ConditionResult soundbox-growstate.service) condition; $(cat /var/lib/soundbox/slots/state-grown 2>&1) sectors" bash -c \
+    "[ \"\$(systemctl show -P ConditionResult soundbox-growstate.service)\" = no ] && [ -s /var/lib/soundbox/slots/state-grown ]"
   # After the power cuts: the last boot's reason is one.
   [ "$(cat "$K/cuts")" -eq 0 ] || check boot_reason_power_cut "$(ctl status | grep '^boot_reason:' | tr -s ' ')" bash -c "soundboxctl status | grep -qx 'boot_reason: *power cut'"
   if [ -f "$K/bundle/version" ]; then
