@@ -27,7 +27,7 @@ enum Doctor {
             check("voice", "fail", voice.detail,
                   "run `soundboxctl voice check \(config[.voiceDir])/\(config[.voiceLang])`; set voice.lang to an installed pack or reinstall it")
         } else if !missing.isEmpty {
-            check("voice", "warn", voice.detail + "; payments asked for packs that are not installed: \(missing.joined(separator: ", ")) (read by \(config[.voiceLang]) instead)",
+            check("voice", "warn", voice.detail + "; payments asked for packs that are not installed: \(missing.joined(separator: ", ")) (read by \(config[.voiceLang]), or by another pack where it does not read their currency: docs/grammars.md)",
                   "install those voice packs in \(config[.voiceDir]), or ask the backend not to send that lang")
         } else {
             check("voice", "ok", voice.detail)

@@ -58,7 +58,7 @@ final class Voices: Sendable {
     }
 
     /// A payment asked for `lang`, which is not installed: it is read by
-    /// the default pack; status and doctor say so.
+    /// voice.lang or another pack (the fallback chain); status and doctor say so.
     func noteMissing(_ lang: String) {
         let new = state.withLock { s -> Bool in
             guard !s.missing.contains(lang) else { return false }
@@ -66,7 +66,7 @@ final class Voices: Sendable {
             if s.missing.count > Self.missingCap { s.missing.removeFirst() }
             return true
         }
-        if new { log.warning("voice_missing", ["lang": lang, "hint": "read by voice.lang instead; install the pack to read it"]) }
+        if new { log.warning("voice_missing", ["lang": lang, "hint": "read by voice.lang, else by a pack that reads its currency; install the pack to read it"]) }
     }
 
     var missing: [String] { state.withLock { $0.missing } }

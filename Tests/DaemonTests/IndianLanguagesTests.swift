@@ -1,6 +1,7 @@
 import Foundation
 import Soundbox
 import Testing
+import TestSupport
 
 /// The Indian packs end to end (docs/grammars.md): rupee payments over MQTT
 /// with `lang`, each spoken into the WAV file by its own language's pack
@@ -33,6 +34,39 @@ import Testing
         }
         #expect(!log.contains { $0.event == "clip_substituted" || $0.event == "voice_unavailable" }, "every clip from its own pack")
         #expect(wavSeconds(wav) > 2 * Double(ids.count), "\(wavSeconds(wav)) s of sound for \(ids.count) payments")
+    }
+
+    /// A box with only the zh-CN and en-IN packs (a technician removed the
+    /// others): a rupee payment in each Indian language is read, as
+    /// docs/grammars.md's chain says, by the English pack (voice.lang zh-CN
+    /// reads CNY, so step 4), never in Mandarin nor as a chime, and status
+    /// names the languages it lacked (at most Voices.missingCap, newest last).
+    @Test func aLanguageWhosePackIsNotInstalledFallsBackToAPackThatReadsRupees() throws {
+        let scratch = Scratch()
+        for pack in ["zh-CN", "en-IN"] {
+            try FileManager.default.copyItem(atPath: Build.root + "/voices/" + pack, toPath: scratch.path + "/" + pack)
+        }
+        let link = try Link(config: ["voice.dir": scratch.path, "log.level": "debug"])
+        try link.start()
+        let ids = Self.languages.map { "NO-\($0)" }
+        for (id, lang) in zip(ids, Self.languages) {
+            try link.backend.pay(#"{"id":"\#(id)","amount":"12.50","currency":"INR","lang":"\#(lang)"}"#)
+        }
+        #expect(link.backend.waitForReceipts(ids, ["played"], timeout: 120))
+        for id in ids {
+            let played = link.backend.receipts.first { $0["id"] as? String == id && $0["status"] as? String == "played" }
+            #expect(played?["reason"] == nil, "\(id): spoken, not chimed: \(String(describing: played))")
+        }
+        let status = try link.daemon.request("status")
+        #expect(status["voices"] == "en-IN,zh-CN")
+        #expect(status["voices_missing"] == Self.languages.suffix(8).joined(separator: ","))
+        #expect(link.daemon.stop().0 == 0)
+        let clips = logLines(link.daemon.log(run: 1)).filter { $0.event == "clips" }
+        let english = try #require(Grammars.named("en-IN")).clips(for: Amount(minorUnits: 12_50)).joined(separator: " ")
+        for id in ids {
+            let said = clips.first { $0["id"] == id }
+            #expect(said?["pack"] == "en-IN" && said?["clips"]?.hasSuffix(english) == true, "\(id): \(String(describing: said))")
+        }
     }
 
     /// Tamil as voice.lang: the payments published while the box was off are
