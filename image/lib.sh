@@ -23,7 +23,7 @@ device_cached() {
   mkdir -p "$device_cache"
   path=$device_cache/$name-$key
   for old in "$device_cache/$name"-*; do
-    [ -e "$old" ] && [ "$old" != "$path" ] && [ "${old%.tmp}" = "$old" ] && { device_unmount_all "$old"; rm -rf "$old"; }
+    [ -e "$old" ] && [ "$old" != "$path" ] && [ "${old%.tmp}" = "$old" ] && device_remove_tree "$old"
   done
   echo "$path"
 }
@@ -32,6 +32,17 @@ device_cached() {
 device_unmount_all() {
   awk -v p="$(readlink -f "$1")" '$2 == p || index($2, p "/") == 1 { print $2 }' /proc/self/mounts | sort -r |
     while read -r m; do umount -l "$m" 2>/dev/null || true; done
+}
+
+# device_remove_tree DIR: removes a tree that a killed mmdebstrap may have
+# left with /proc, /sys and /dev/pts still mounted in it (seen: a run ended
+# early, its background base build stopped; the next run's rm -rf went
+# into the mounted /sys and failed, and so did its build): unmounted
+# first, and rm never leaves the tree's file system.
+device_remove_tree() {
+  [ -e "$1" ] || return 0
+  device_unmount_all "$1"
+  rm -rf --one-file-system "$1"
 }
 
 # The trixie amd64 build root: trixie's Swift, the -dev libraries, dpkg-dev,
@@ -45,7 +56,7 @@ device_build_root() {
   root=$(device_cached "root-$device_suite-amd64" "$key")
   if [ ! -d "$root" ]; then
     step "making the $device_suite amd64 build root (once; about a minute)"
-    rm -rf "$root.tmp"
+    device_remove_tree "$root.tmp"
     mmdebstrap --quiet --variant=apt --include="$(IFS=,; echo "${device_build_packages[*]}")" \
       "$device_suite" "$root.tmp" "$device_mirror" >&2
     mv "$root.tmp" "$root"
@@ -69,7 +80,7 @@ device_arm64_sysroot() {
   s=$(device_cached "sysroot-$device_suite-arm64" "$key")
   [ -d "$s" ] && { echo "$s"; return; }
   step "making the $device_suite arm64 sysroot (once)"
-  rm -rf "$s.tmp"
+  device_remove_tree "$s.tmp"
   mmdebstrap --quiet --variant=extract --arch=arm64 --skip=cleanup/apt/cache --skip=cleanup/apt/lists \
     --include="$(IFS=,; echo "${device_sysroot_packages[*]}")" "$device_suite" "$s.tmp" "$device_mirror" >&2
   local t=$s.tmp
@@ -226,7 +237,7 @@ rpi_tryboot_module() {
   kroot=$(device_cached "kmod-$device_suite-amd64" "$(echo "$device_suite $kver v1" | sha256sum | cut -c1-12)")
   if [ ! -d "$kroot" ]; then
     step "making the module build root for $kver (once)"
-    rm -rf "$kroot.tmp"
+    device_remove_tree "$kroot.tmp"
     mmdebstrap --quiet --variant=minbase --architectures=amd64,arm64 \
       --include="make,gcc-aarch64-linux-gnu,libc6-dev-arm64-cross,linux-kbuild-${kver%-arm64},kmod,bc" \
       --customize-hook="chroot \"\$1\" sh -c 'cd /tmp && apt-get download -qq linux-headers-$kver:arm64 linux-headers-${kver%-arm64}-common'" \

@@ -29,7 +29,7 @@ image_base() {
   base=$(device_cached "base-$device_suite-$board-$arch" "$key")
   [ -d "$base" ] && { echo "$base"; return; }
   step "making the $board $arch base root filesystem (once; ~10 min for arm64 under qemu-user)"
-  rm -rf "$base.tmp"
+  device_remove_tree "$base.tmp"
   mkdir -p "$base.tmp/testkit"
   # The testkit is downloaded while apt still has its lists (before the
   # cleanup), into a folder outside the tree; only what the image lacks.
