@@ -150,8 +150,10 @@ public final class Store: Sendable {
         // the rest goes, so that a crash later in this run cannot leave the
         // unreadable frames behind what this run appends, to be found and
         // reported again as new damage at the next start. (Without a copy
-        // the file is left as it is: the only record of what was lost.)
-        if walDamage?.copy != nil { _ = try c.rows("PRAGMA wal_checkpoint(TRUNCATE)") { $0.int64(0) } }
+        // the file is left as it is: the only record of what was lost. A
+        // checkpoint that fails, e.g. on a full disk, costs only that report
+        // again, not the open.)
+        if walDamage?.copy != nil { _ = try? c.rows("PRAGMA wal_checkpoint(TRUNCATE)") { $0.int64(0) } }
         // Reading the file in WAL mode has made the -wal file (if it was not left by a crash).
         wal = WALFile(database: path)
         try c.run(wal == nil ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL")
