@@ -157,11 +157,11 @@ device_bind() {   # SRC DST [ro]
 # those: from the checkout itself, a fresh clone (CI's, every run) would
 # rebuild everything, ~3 minutes.
 device_sources() {
-  local cache inside=()
+  local cache checkout inside=()
   mkdir -p "$device_cache/src"
   # (a cache inside the checkout is left out too: else each run would copy the copy)
-  cache=$(cd "$device_cache" && pwd -P)
-  case "$cache/" in "$(cd "$repo" && pwd -P)/"*) inside=(--exclude="/${cache#"$(cd "$repo" && pwd -P)/"}") ;; esac
+  cache=$(cd "$device_cache" && pwd -P) checkout=$(cd "$repo" && pwd -P)
+  case "$cache/" in "$checkout/"*) inside=(--exclude="/${cache#"$checkout/"}") ;; esac
   rsync -r -l -p -c --delete --exclude=/.git --exclude=/.build --exclude=/.swiftpm --exclude=/.cache \
     --exclude=/out "${inside[@]}" "$repo/" "$device_cache/src/"
 }

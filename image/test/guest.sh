@@ -28,14 +28,14 @@
 #           failure (this script only checks it is on trial); the box back
 #           on the good slot, saying "rolled back" and why
 #   drain   waits until the queue is empty and powers off
+#   soak, settle
+#           image/soak-update: payments, and the update asked for again
+#           and again while the host cuts the power; then the box settled
 #
 # A boot may do more than one, in turn ("tried badinstall": the good
 # update's checks, then the broken one installed on the same boot;
 # "rolledback drain"): only the last one ends the boot. Boots under TCG
 # take minutes each.
-#   soak, settle
-#           image/soak-update: payments, and the update asked for again
-#           and again while the host cuts the power; then the box settled
 #
 # Daemon log lines and receipts go to the host as they happen, on the
 # virtio-serial ports "journal" and "receipts" (they survive the cut).
