@@ -5,6 +5,9 @@
 #include <sys/timex.h>
 #include <pthread.h>
 #include <sys/eventfd.h>   // the panel sleeps in poll(2) on one
+// The routing netlink (links, addresses, routes): the MQTT client watches it.
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 
 // Thread names show in `top -H` and in crash reports. glibc declares this
 // only under _GNU_SOURCE.

@@ -55,7 +55,7 @@ final class Ingest: Sendable {
                 log.warning("queued_in_memory", ["id": payment.id])
             }
             log.debug("amount", ["id": payment.id, "amount": payment.amount.description])
-            scheduler.notify()
+            scheduler.paymentQueued()
         }
         switch accepted {
         case .queued(let durable, _):

@@ -13,8 +13,10 @@ extension Scheduler {
     /// Speaks the old payments waiting as one summary per currency, if at
     /// least `queue.summary_min` of a currency are older than
     /// `queue.summary_after_s`; returns whether it spoke one. Waits first
-    /// (at most 5 s after arming) until no payment has been accepted for
-    /// half a second: the broker hands a backlog over in a burst.
+    /// (at most 1.5 s after arming) until no payment has been accepted for
+    /// a quarter of a second: the broker hands a backlog over in a burst.
+    /// After a summary it is armed again: a backlog too long to land in
+    /// that time makes a second summary, not a long row of old payments.
     func summarizeIfDue(head: Storage.Item) -> Bool {
         guard let armedAt = summaryArmedAt.withLock({ $0 }) else { return false }
         let config = settings.current
@@ -40,6 +42,7 @@ extension Scheduler {
             speakSummary(group)
             spoke = true
         }
+        if spoke { armSummary() }
         return spoke
     }
 

@@ -21,6 +21,8 @@ final class UserJob: @unchecked Sendable {
         }
     }
     let kind: Kind
+    /// When it was asked for (monotonic s).
+    let submitted = SystemClock.monotonic()
     private let done = Condition()
     private var result: Result<Int, AudioError>?   // guarded by done
 
@@ -99,6 +101,12 @@ final class Scheduler: Service, @unchecked Sendable {
             return nil
         }
     }
+
+    /// A link prompt waits this long after it was decided (the broker's
+    /// backlog lands right after a reconnect) and gives way to any payment
+    /// queued meanwhile or while it is spoken: the payment says the link
+    /// is back better than the prompt.
+    static let linkPromptSettle = 0.5
 
     /// What the broker link tells the speaker: a (re)connect arms the
     /// offline summary; a link prompt is spoken between payments.
@@ -208,6 +216,21 @@ final class Scheduler: Service, @unchecked Sendable {
             log.info("replaying", ["id": p.id])
             // A replay the merchant asked for is not cut by the mute switch.
             job.complete(speak(p, config: config, mutable: false).map { _ in 0 })
+        case .prompt(let p) where p == .networkConnected || p == .networkDisconnected:
+            // Payments first: wait for the backlog, give way to any payment.
+            let seen = wake.paymentsQueued
+            while SystemClock.monotonic() < job.submitted + Self.linkPromptSettle, wake.paymentsQueued == seen, !stopping.load(ordering: .relaxed) {
+                wake.waitForWork(timeout: job.submitted + Self.linkPromptSettle - SystemClock.monotonic(), idle: false)
+            }
+            guard wake.paymentsQueued == seen else {
+                log.info("prompt_skipped", ["name": p.rawValue, "reason": "a payment came"])
+                return job.complete(.success(0))
+            }
+            log.info("prompt", ["name": p.rawValue])
+            let volume = max(1, config[.audioVolume])
+            let played = play(grammar?.clips(for: p) ?? [], lang: lang, volume: volume, mutable: false) { [wake] in wake.paymentsQueued != seen }
+            if case .success(.interrupted) = played { log.info("prompt_cut", ["name": p.rawValue, "reason": "a payment came"]) }
+            job.complete(played.map { _ in 0 })
         case .prompt(let p):
             log.info("prompt", ["name": p.rawValue])
             // 音量最小 at volume 0 must still be heard: prompts are at least level 1.
@@ -244,8 +267,10 @@ final class Scheduler: Service, @unchecked Sendable {
         return play(clips, lang: reader.pack, volume: volume, mutable: mutable)
     }
 
-    /// Plays `clips` of pack `lang`; nil: the chime.
-    func play(_ clips: [String]?, lang: String, volume: Int, mutable: Bool) -> Result<PlayOutcome, AudioError> {
+    /// Plays `clips` of pack `lang`; nil: the chime. `cut`: another reason
+    /// to stop short (checked as the sound goes out).
+    func play(_ clips: [String]?, lang: String, volume: Int, mutable: Bool,
+              cut: () -> Bool = { false }) -> Result<PlayOutcome, AudioError> {
         var samples = bank.chime
         if let clips {
             do {
@@ -273,7 +298,7 @@ final class Scheduler: Service, @unchecked Sendable {
             }
             let outcome = try out.play(samples, format: bank.format) { [self] in
                 beat()
-                return stopping.load(ordering: .relaxed) || (mutable && settings.muted)
+                return stopping.load(ordering: .relaxed) || (mutable && settings.muted) || cut()
             }
             // For bench/: when the first audible sample went to the device (Unix µs).
             if let t = out.firstAudibleUs { log.debug("audio_start", ["t_us": "\(t)", "frames": "\(samples.count)"]) }

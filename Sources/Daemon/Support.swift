@@ -73,11 +73,21 @@ public final class Wakeup: @unchecked Sendable {
     private let cond = Condition()
     private var signaled = false     // guarded by cond
     private var idle = false         // guarded by cond
+    private var payments = 0         // guarded by cond
 
     /// Work arrived (or stop was asked): the scheduler looks again.
     public func notify() {
         cond.broadcast { signaled = true; idle = false }
     }
+
+    /// A payment was queued: the scheduler looks again, and a link prompt
+    /// waiting or being spoken gives way (`paymentsQueued`).
+    public func paymentQueued() {
+        cond.broadcast { signaled = true; idle = false; payments += 1 }
+    }
+
+    /// Payments queued since the start: a change says one came.
+    var paymentsQueued: Int { cond.broadcast { payments } }
 
     /// Scheduler: block until notified (or `timeout` passes). If nothing
     /// was signalled since the last look, the scheduler is idle — unless

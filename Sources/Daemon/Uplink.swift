@@ -62,6 +62,7 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
         var o = MQTTClient.Options(clientID: deviceID, host: brokers[0].host, port: brokers[0].port ?? config[.mqttPort])
         o.alternates = brokers.dropFirst().map { BrokerAddress(host: $0.host, port: $0.port ?? config[.mqttPort]) }
         o.keepalive = config[.mqttKeepalive]
+        o.deadLink = config[.mqttDeadLink]
         o.will = (topics.status, { [deviceID] since in StatusReport.offline(id: deviceID, since: since) })
         o.reconnectMax = config[.mqttReconnectMax]
         if !config[.mqttTLSCA].isEmpty {
@@ -214,6 +215,10 @@ final class Uplink: Service, MQTTClientDelegate, @unchecked Sendable {
     func mqttLibraryLog(_ message: String) {
         log.warning("library", ["message": message])
         device.link.withLock { $0.noteError(message) }
+    }
+
+    func mqttNetwork(_ note: String) {
+        log.info("network", ["note": note])
     }
 
     func mqttPublished(mid: Int32) {

@@ -158,10 +158,12 @@ public final class FleetLink: MQTTClientDelegate, @unchecked Sendable {
     // MARK: - MQTTClientDelegate (the client's network thread)
 
     public func mqttConnected(rc: Int32) { update { $0.connack = rc } }
-    public func mqttDisconnected(rc: Int32) {
+    public func mqttDisconnected(rc: Int32) { update { $0.disconnects += 1 } }
+    public func mqttAttemptFailed(_ f: AttemptFailure) {
         update { s in
-            s.disconnects += 1
-            if s.connack == nil { s.closedAttempts += 1; s.notes.append(MQTTClient.disconnectText(rc: rc)) }
+            if f.closedBeforeCONNACK { s.closedAttempts += 1 } else { s.failedAttempts += 1 }
+            s.notes.append(f.reason)
+            if s.notes.count > 5 { s.notes.removeFirst() }
         }
     }
     public func mqttPublished(mid: Int32) { update { _ = $0.acked.insert(mid) } }
@@ -175,8 +177,6 @@ public final class FleetLink: MQTTClientDelegate, @unchecked Sendable {
     }
     public func mqttLibraryLog(_ message: String) {
         update { s in
-            // The client's words for an attempt that failed before any CONNACK (MQTTClient.networkLoop).
-            if s.connack == nil && message.hasPrefix("connect to ") { s.failedAttempts += 1 }
             s.notes.append(message)
             if s.notes.count > 5 { s.notes.removeFirst() }
         }

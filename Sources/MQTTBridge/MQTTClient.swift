@@ -8,13 +8,24 @@ import Synchronization
 /// threaded mode (`mosquitto_threaded_set(true)`): then, as under
 /// `mosquitto_loop_start`, the PUBACK of an incoming QoS 1 message is only
 /// written after `on_message` has returned (measured on 2.0.11; unthreaded,
-/// it leaves before). Our thread, calling `mosquitto_loop` and making
-/// every connection itself, rather than `mosquitto_loop_start` or
-/// `mosquitto_loop_forever`: libmosquitto's own loop gives up for good
-/// when the first connection fails, on a TLS error or a DNS failure (a box
-/// that boots before its network would never connect), and it could not
-/// switch protocol versions between attempts. Reconnects use capped
-/// exponential backoff with fresh jitter for every wait.
+/// it leaves before). Our thread, making every connection itself, rather
+/// than `mosquitto_loop_start` or `mosquitto_loop_forever`: libmosquitto's
+/// own loop gives up for good when the first connection fails, on a TLS
+/// error or a DNS failure (a box that boots before its network would never
+/// connect), it could not switch protocol versions between attempts, and
+/// it knows nothing of the box's network.
+///
+/// The thread sleeps in poll(2) on the broker's socket, the kernel's
+/// routing netlink (`LinkWatcher`: links, addresses, routes) and an
+/// eventfd (a publish, `stop`), and lets `mosquitto_loop` (with no wait)
+/// do the socket's work when it is ready. `ConnectionPlan` decides, from
+/// what each attempt saw and what the network did, when to connect, when
+/// to give an attempt up and how long to wait (docs/mqtt.md, "When the
+/// network goes away"). Connects are non-blocking (`mosquitto_connect_
+/// bind_async`) with deadlines of their own, not the kernel's two minutes
+/// of SYN retries; every connection has TCP keep-alive probes and a
+/// TCP_USER_TIMEOUT (`Options.deadLink`), so a dead link is noticed in
+/// seconds.
 ///
 /// MQTT 5 by default (clean start off, a Session Expiry Interval, a
 /// Maximum Packet Size the broker must not exceed towards us); when the
@@ -32,6 +43,14 @@ public final class MQTTClient: @unchecked Sendable {
         /// connection that ends, moves to the next. A nil port is `port`.
         public var alternates: [BrokerAddress] = []
         public var keepalive: Int = 30
+        /// Seconds without an answer after which the connection is known
+        /// dead: a TCP keep-alive probe after `deadLink - 2` s of silence,
+        /// then every second, and TCP_USER_TIMEOUT `deadLink` s (which
+        /// also bounds unacknowledged data). 0: only the MQTT keep-alive.
+        public var deadLink: Int = 10
+        /// Watch the kernel's routing netlink and act on a link that comes
+        /// back or a route that moves (ConnectionPlan).
+        public var watchNetwork = true
         /// Last will: published by the broker if we vanish. Made before
         /// each connection from its start (Unix ms, `connectionSince`):
         /// a cluster's nodes each keep their own retained copy, and a
@@ -87,7 +106,8 @@ public final class MQTTClient: @unchecked Sendable {
     private let version: Atomic<Int>
     /// The least wait before the next reconnect, in milliseconds (`delayReconnect`).
     private let minimumWaitMs = Atomic<Int>(0)
-    private let wake = Condition()
+    /// Wakes the network thread: a packet was queued, or stop().
+    private let wake = Doorbell()
     private var thread: ServiceThread?
 
     // The current attempt, and the version and backoff decisions: touched
@@ -96,9 +116,17 @@ public final class MQTTClient: @unchecked Sendable {
     private struct Attempt {
         var connack: Int32?         // the CONNACK's code, once it came
         var disconnectRC: Int32?    // the rc on_disconnect reported, once it did
+        var errno: Int32 = 0        // errno when on_disconnect ran
         var suppressDisconnect = false
+        var running = false         // a socket of this attempt exists (or did)
     }
     private var plan: ConnectionPlan
+    /// Each broker's address as last connected (for the route to it when
+    /// `host` is a name), by endpoint index.
+    private var peers: [Int: String] = [:]
+    /// When `mosquitto_loop` last ran (monotonic s): it runs at least every
+    /// quarter keep-alive while a socket exists, for libmosquitto's pings.
+    private var lastLoop = 0.0
     /// The broker of the current (or next) attempt, in `endpoints`.
     private let brokerIndex = Atomic<Int>(0)
     private let since = Atomic<Int64>(0)
@@ -124,7 +152,8 @@ public final class MQTTClient: @unchecked Sendable {
     /// `sessionExpiry`; 3.1.1: clean session off).
     public init(_ options: Options, delegate: any MQTTClientDelegate) throws(MQTTError) {
         precondition(Self.libraryReady, "mosquitto_lib_init failed")
-        plan = ConnectionPlan(protocolVersion: options.protocolVersion, reconnectMax: options.reconnectMax)
+        plan = ConnectionPlan(protocolVersion: options.protocolVersion, reconnectMax: options.reconnectMax,
+                              timing: ConnectionPlan.Timing(keepalive: options.keepalive))
         self.options = options
         version = Atomic(options.protocolVersion)
         guard let h = mosquitto_new(options.clientID, options.cleanStart, nil) else {
@@ -236,15 +265,18 @@ public final class MQTTClient: @unchecked Sendable {
 
     /// Disconnects cleanly (no will) and stops the network thread, waiting
     /// for it at most `timeout` seconds; returns whether it ended. (It
-    /// cannot end while blocked in a TCP connect to an unreachable host:
-    /// the kernel's SYN retries take up to ~2 minutes.)
+    /// cannot end while libmosquitto looks up the broker's name: the
+    /// resolver's own timeouts bound that.)
     @discardableResult
     public func stop(timeout: Double = 5) -> Bool {
         guard started.exchange(false, ordering: .relaxed) else { return true }
-        wake.broadcast { stopping.store(true, ordering: .relaxed) }
-        mosquitto_disconnect(handle)   // the network thread sends DISCONNECT and returns
+        stopping.store(true, ordering: .relaxed)
+        poke()
         return thread?.join(timeout: timeout) ?? true
     }
+
+    /// Wakes the network thread.
+    private func poke() { wake.ring() }
 
     // MARK: - Network thread
 
@@ -253,15 +285,18 @@ public final class MQTTClient: @unchecked Sendable {
         // A 3.1.1 broker answers a v5 CONNECT with a v3 CONNACK "unacceptable
         // protocol version"; libmosquitto reports it as 132 (handle__connack)
         // and then closes with MOSQ_ERR_PROTOCOL: the plan falls back.
-        let (report, note) = plan.connack(rc, text: Self.connackText(rc: rc))
+        let socket = mosquitto_socket(handle)
+        let (report, note) = plan.connack(rc, text: Self.connackText(rc: rc), source: socket >= 0 ? NetworkPaths.localAddress(socket) : nil)
         if let note { delegateRef?.mqttLibraryLog(note.description) }
         guard report else { attempt.suppressDisconnect = true; return }
         delegateRef?.mqttConnected(rc: rc)
     }
 
     private func disconnected(rc: Int32) {
+        attempt.errno = Glibc.errno
         attempt.disconnectRC = rc
-        if attempt.suppressDisconnect { return }
+        // An attempt with no CONNACK is reported whole by attemptEnded.
+        if attempt.suppressDisconnect || attempt.connack == nil { return }
         delegateRef?.mqttDisconnected(rc: rc)
     }
 
@@ -281,71 +316,191 @@ public final class MQTTClient: @unchecked Sendable {
     }
 
     private func networkLoop() {
-        let all = endpoints
+        let now = MonotonicClock.seconds()
+        let watcher: LinkWatcher?
+        if options.watchNetwork {
+            do { watcher = try LinkWatcher() } catch {
+                watcher = nil
+                delegateRef?.mqttLibraryLog("cannot watch the network (routing netlink: \(error)); reconnects follow their timers only")
+            }
+        } else {
+            watcher = nil
+        }
+        var links = LinkTable()
+        var regained = Set<Int32>()
+        var settleAt: Double?
+        var route = NetworkPaths.route(to: routeTarget())
+        _ = plan.network(path: route, regained: false, at: now)   // where things stand
+        var fds: [pollfd] = []
         while !stopping.load(ordering: .relaxed) {
-            attempt = Attempt()
-            let (host, port) = all[brokerIndex.load(ordering: .relaxed) % all.count]
-            let v = version.load(ordering: .relaxed)
-            var rc: Int32
-            var err: Int32 = 0
-            let now = MonotonicClock.unixMilliseconds()
-            since.store(now, ordering: .relaxed)
-            if let will = options.will {
-                let bytes = Array(will.payload(now).utf8)
-                rc = mosquitto_will_set(handle, will.topic, Int32(bytes.count), bytes, 1, true)
-                if rc != MOSQ_ERR_SUCCESS.rawValue { delegateRef?.mqttLibraryLog(MQTTError(call: "mosquitto_will_set", code: rc, errno: 0).description) }
+            perform(plan.tick(at: MonotonicClock.seconds()))
+            if stopping.load(ordering: .relaxed) { break }
+            let socket = mosquitto_socket(handle)
+            fds.removeAll(keepingCapacity: true)
+            fds.append(pollfd(fd: wake.fd, events: Int16(POLLIN), revents: 0))
+            if let watcher { fds.append(pollfd(fd: watcher.fd, events: Int16(POLLIN), revents: 0)) }
+            if socket >= 0 {
+                let out = mosquitto_want_write(handle) ? Int16(POLLOUT) : 0
+                fds.append(pollfd(fd: socket, events: Int16(POLLIN) | out, revents: 0))
             }
-            if let e = setVersion(v) {
-                rc = e
-            } else if v == 5 {
-                var props: OpaquePointer?
-                do { props = try connectProperties() } catch { delegateRef?.mqttLibraryLog(error.description) }
-                rc = mosquitto_connect_bind_v5(handle, host, Int32(port), Int32(options.keepalive), nil, props)
-                err = Glibc.errno
-                mosquitto_property_free_all(&props)
-            } else {
-                // No properties: they would make a 3.1.1 connect fail (NOT_SUPPORTED).
-                rc = mosquitto_connect_bind_v5(handle, host, Int32(port), Int32(options.keepalive), nil, nil)
-                err = Glibc.errno
+            var due = [plan.nextWake, settleAt].compactMap { $0 }.min()
+            if socket >= 0 { due = min(due ?? .infinity, lastLoop + Double(max(options.keepalive, 4)) / 4) }
+            let wait = due.map { Int32(min(max(0, $0 - MonotonicClock.seconds()), 3600) * 1000) + 1 } ?? -1
+            _ = poll(&fds, nfds_t(fds.count), wait)
+            if fds[0].revents != 0 { wake.drain() }
+            if stopping.load(ordering: .relaxed) { break }
+            if let watcher, fds[1].revents != 0 {
+                let heard = watcher.read()
+                if heard.malformed > 0 { delegateRef?.mqttLibraryLog("routing netlink: \(heard.malformed) message(s) that make no sense, ignored") }
+                let (back, changed) = links.apply(heard.messages)
+                regained.formUnion(back)
+                // A burst (carrier, address, route) settles before the route is looked up.
+                if changed { settleAt = settleAt ?? MonotonicClock.seconds() + 0.05 }
             }
-            if rc == MOSQ_ERR_SUCCESS.rawValue {
-                // Until the link ends (on_disconnect has run then), or stop().
-                repeat {
-                    // libmosquitto shortens the wait to its next keep-alive
-                    // deadline itself, and publish/disconnect wake it: no
-                    // other periodic wake-up (-1 would be every second).
-                    rc = mosquitto_loop(handle, Int32(max(options.keepalive, 1)) * 1000, 1)
-                    err = Glibc.errno
-                } while rc == MOSQ_ERR_SUCCESS.rawValue && !stopping.load(ordering: .relaxed)
-            }
-            if stopping.load(ordering: .relaxed) {
-                // stop() may have come before this connection existed, or
-                // before the loop wrote its DISCONNECT: say goodbye cleanly
-                // (no will), within a second.
-                if mosquitto_socket(handle) != -1 {
-                    mosquitto_disconnect(handle)
-                    for _ in 0..<10 {
-                        if mosquitto_loop(handle, 100, 1) != MOSQ_ERR_SUCCESS.rawValue || mosquitto_socket(handle) == -1 { break }
-                    }
+            if socket >= 0 { service() }
+            if let at = settleAt, MonotonicClock.seconds() >= at {
+                settleAt = nil
+                let was = route
+                route = NetworkPaths.route(to: routeTarget())
+                let back = route.map { regained.contains($0.interface) } ?? false
+                for index in regained { delegateRef?.mqttNetwork("link \(links.name(index) ?? "#\(index)") is up") }
+                regained.removeAll()
+                if route != was {
+                    delegateRef?.mqttNetwork(route.map { "route to the broker \(currentBroker): \($0)\(links.name($0.interface).map { " (\($0))" } ?? "")" }
+                                             ?? "no route to the broker \(currentBroker)")
                 }
-                break
+                perform(plan.network(path: route, regained: back, at: MonotonicClock.seconds()))
             }
-            if attempt.connack == 0 && attempt.disconnectRC == nil {
-                // Ended without on_disconnect (e.g. select failed): say it,
-                // so every accepted CONNACK has its disconnect.
-                delegateRef?.mqttDisconnected(rc: rc)
-            } else if attempt.disconnectRC == nil && rc != MOSQ_ERR_SUCCESS.rawValue && rc != MOSQ_ERR_NO_CONN.rawValue {
-                // The connect itself failed (refused, DNS, TLS): nothing else reported it.
-                delegateRef?.mqttLibraryLog(MQTTError(call: "connect to \(BrokerAddress(host: host, port: port))", code: rc, errno: err).description)
+        }
+        goodbye()
+    }
+
+    /// What the route is looked up for: the broker's address (its name's,
+    /// as last connected), else an address only a default route reaches.
+    private func routeTarget() -> String {
+        let all = endpoints
+        let index = brokerIndex.load(ordering: .relaxed) % all.count
+        if NetworkPaths.isNumeric(all[index].host) { return all[index].host }
+        return peers[index] ?? "198.51.100.1"   // TEST-NET-2 (RFC 5737): routed by the default route only
+    }
+
+    private func perform(_ action: ConnectionPlan.Action) {
+        switch action {
+        case .none: break
+        case .connect: connect()
+        case .abandon(let why):
+            if attempt.connack == 0 { delegateRef?.mqttNetwork("reconnecting to \(currentBroker): \(why)") }
+            // Ends the socket's TCP connection; libmosquitto then closes it
+            // as lost and reports the disconnect.
+            let socket = mosquitto_socket(handle)
+            if socket >= 0 {
+                _ = shutdown(socket, Int32(SHUT_RDWR))
+                for _ in 0..<4 where mosquitto_socket(handle) != -1 { _ = mosquitto_loop(handle, 0, 1) }
             }
-            // A cluster: the next attempt goes to the next node.
-            if all.count > 1 { brokerIndex.add(1, ordering: .relaxed) }
-            let (next, note) = plan.ended(connack: attempt.connack, disconnectRC: attempt.disconnectRC,
-                                          jitter: Double.random(in: 1...2),
-                                          minimumWait: Double(minimumWaitMs.exchange(0, ordering: .relaxed)) / 1000)
-            version.store(plan.version, ordering: .relaxed)
-            if let note { delegateRef?.mqttLibraryLog(note.description) }
-            if case .wait(let delay) = next { wake.wait(timeout: delay) { stopping.load(ordering: .relaxed) } }
+            attemptEnded(code: 0, errno: 0, why: why.description)
+        }
+    }
+
+    /// Starts an attempt: non-blocking (the name lookup excepted); its end
+    /// is seen by `service` or reported at once.
+    private func connect() {
+        attempt = Attempt()
+        attempt.running = true
+        let all = endpoints
+        let (host, port) = all[brokerIndex.load(ordering: .relaxed) % all.count]
+        let v = version.load(ordering: .relaxed)
+        let now = MonotonicClock.unixMilliseconds()
+        since.store(now, ordering: .relaxed)
+        if let will = options.will {
+            let bytes = Array(will.payload(now).utf8)
+            let rc = mosquitto_will_set(handle, will.topic, Int32(bytes.count), bytes, 1, true)
+            if rc != MOSQ_ERR_SUCCESS.rawValue { delegateRef?.mqttLibraryLog(MQTTError(call: "mosquitto_will_set", code: rc, errno: 0).description) }
+        }
+        if let e = setVersion(v) { return attemptEnded(code: e, errno: 0) }
+        // libmosquitto (2.0) takes CONNECT properties only through its
+        // blocking connect, which keeps them before it checks its
+        // arguments: a keep-alive of 1 (invalid) stores them and returns.
+        // 3.1.1: none (they would make its connect fail), so the stored
+        // ones are cleared the same way.
+        var props: OpaquePointer?
+        if v == 5 { do { props = try connectProperties() } catch { delegateRef?.mqttLibraryLog(error.description) } }
+        let primed = mosquitto_connect_bind_v5(handle, host, Int32(port), 1, nil, props)
+        mosquitto_property_free_all(&props)
+        precondition(primed == MOSQ_ERR_INVAL.rawValue, "libmosquitto connected with a keep-alive of 1 s (rc \(primed))")
+        let rc = mosquitto_connect_bind_async(handle, host, Int32(port), Int32(options.keepalive), nil)
+        let err = Glibc.errno
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else { return attemptEnded(code: rc, errno: err, host: host, port: port) }
+        let socket = mosquitto_socket(handle)
+        if options.deadLink > 0, socket >= 0,
+           let failed = NetworkPaths.armDeadLinkProbe(socket, idle: max(1, options.deadLink - 2), interval: 1, timeout: options.deadLink) {
+            delegateRef?.mqttLibraryLog("setsockopt(\(failed.option)) failed: \(failed.error); a dead link is noticed by the MQTT keep-alive only")
+        }
+        lastLoop = MonotonicClock.seconds()
+        service()
+    }
+
+    /// Lets libmosquitto do the socket's work (no wait), then sees whether
+    /// the attempt's TCP connection came up or the attempt ended.
+    private func service() {
+        let rc = mosquitto_loop(handle, 0, 1)
+        let err = Glibc.errno
+        lastLoop = MonotonicClock.seconds()
+        let socket = mosquitto_socket(handle)
+        if socket >= 0 {
+            if attempt.running, !plan.isConnected, attempt.connack == nil, let peer = NetworkPaths.peerAddress(socket) {
+                peers[brokerIndex.load(ordering: .relaxed) % endpoints.count] = peer
+                plan.tcpUp(at: lastLoop)
+            }
+        } else if attempt.running {
+            attemptEnded(code: rc == MOSQ_ERR_SUCCESS.rawValue ? 0 : rc, errno: attempt.disconnectRC != nil ? attempt.errno : err)
+        }
+    }
+
+    /// The attempt (or its connection) is over: reports what nobody else
+    /// did, moves to the next broker, and lets the plan set the next wait.
+    private func attemptEnded(code: Int32, errno: Int32, why: String? = nil, host: String? = nil, port: Int? = nil) {
+        guard attempt.running || code != 0 else { return }
+        let ended = attempt
+        attempt.running = false
+        let broker = currentBroker
+        if ended.connack == 0 && ended.disconnectRC == nil {
+            // Ended without on_disconnect (abandoned, or select failed): say
+            // it, so every accepted CONNACK has its disconnect.
+            delegateRef?.mqttDisconnected(rc: code != 0 ? code : Self.connectionLost)
+        }
+        let all = endpoints
+        if all.count > 1 { brokerIndex.add(1, ordering: .relaxed) }
+        let decision = plan.ended(.init(connack: ended.connack, disconnectRC: ended.disconnectRC, code: code, errno: errno),
+                                  at: MonotonicClock.seconds(), jitter: Double.random(in: 0..<1),
+                                  minimumWait: Double(minimumWaitMs.exchange(0, ordering: .relaxed)) / 1000)
+        version.store(plan.version, ordering: .relaxed)
+        if let note = decision.note { delegateRef?.mqttLibraryLog(note.description) }
+        switch decision.failure {
+        case .lost where errno == ETIMEDOUT:
+            delegateRef?.mqttLibraryLog("the connection to \(broker) was dead: nothing came back for \(options.deadLink) s (mqtt.dead_link_s)")
+        case .lost, .linkChanged:
+            break
+        case .noRoute, .silent, .refused:
+            guard ended.connack == nil else { return }   // a refusing CONNACK was reported as such
+            let what = why ?? MQTTError(call: "connect to \(host.map { BrokerAddress(host: $0, port: port).description } ?? broker)",
+                                        code: code != 0 ? code : MOSQ_ERR_ERRNO.rawValue, errno: errno).description
+            let next = switch decision.next {
+            case .now: "trying again now"
+            case .wait(let s): "next attempt in \((s * 10).rounded() / 10) s"
+            }
+            let more = decision.repeats > 0 ? ", \(decision.repeats) more like it not logged" : ""
+            delegateRef?.mqttAttemptFailed(.init(broker: broker, reason: "\(what) [\(decision.failure.rawValue)\(more)]; \(next)",
+                                                 failure: decision.failure, closedBeforeCONNACK: ended.disconnectRC != nil,
+                                                 worthALogLine: decision.say))
+        }
+    }
+
+    /// stop(): a clean goodbye (no will) within a second, when connected.
+    private func goodbye() {
+        guard mosquitto_socket(handle) != -1 else { return }
+        mosquitto_disconnect(handle)
+        for _ in 0..<10 {
+            if mosquitto_loop(handle, 100, 1) != MOSQ_ERR_SUCCESS.rawValue || mosquitto_socket(handle) == -1 { break }
         }
     }
 
@@ -366,6 +521,7 @@ public final class MQTTClient: @unchecked Sendable {
     public func publish(_ topic: String, _ bytes: [UInt8], qos: Int32 = 1, retain: Bool = false) throws(MQTTError) -> Int32 {
         var mid: Int32 = 0
         try check(mosquitto_publish(handle, &mid, topic, Int32(bytes.count), bytes, qos, retain), "mosquitto_publish(\(topic))")
+        poke()
         return mid
     }
 
@@ -377,6 +533,7 @@ public final class MQTTClient: @unchecked Sendable {
         var mid: Int32 = 0
         let options = retained || protocolVersion != 5 ? 0 : Int32(MQTT_SUB_OPT_SEND_RETAIN_NEVER.rawValue)
         try check(mosquitto_subscribe_v5(handle, &mid, topic, qos, options, nil), "mosquitto_subscribe(\(topic))")
+        poke()
         return mid
     }
 

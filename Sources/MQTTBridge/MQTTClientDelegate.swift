@@ -26,8 +26,9 @@ public protocol MQTTClientDelegate: AnyObject, Sendable {
     /// (132) is not reported here: the client falls back to 3.1.1 and says
     /// so through `mqttLibraryLog`.
     func mqttConnected(rc: Int32)
-    /// The link went down. Called once after every accepted CONNACK, and
-    /// also for attempts that ended before one. `rc` is what libmosquitto
+    /// The link went down. Called once after every CONNACK (after a
+    /// refusing one too); an attempt that ended with no CONNACK at all is
+    /// `mqttAttemptFailed`. `rc` is what libmosquitto
     /// 2.0.11 hands its `on_disconnect` callback, one of three kinds:
     ///
     /// - `0`: we asked for it (`stop()`).
@@ -63,9 +64,34 @@ public protocol MQTTClientDelegate: AnyObject, Sendable {
     /// connections) and the client's own notes (falling back to MQTT
     /// 3.1.1): what a technician needs to see.
     func mqttLibraryLog(_ message: String)
+    /// What the box's network did, as far as the broker is concerned (a
+    /// link that came back, the route to the broker, a reconnect for it):
+    /// for the log at info level.
+    func mqttNetwork(_ note: String)
+    /// An attempt ended with no CONNACK (every one: a tool counts them).
+    func mqttAttemptFailed(_ failure: AttemptFailure)
+}
+
+/// An attempt to connect that ended with no CONNACK.
+public struct AttemptFailure: Sendable {
+    /// "host:port" of the broker tried.
+    public let broker: String
+    /// What happened, in words, with the next step ("…; next attempt in 0.3 s").
+    public let reason: String
+    public let failure: ConnectionPlan.Failure
+    /// Its TCP connection was up and the broker (or a proxy) closed it
+    /// before answering: what a broker that cannot parse MQTT 5 does.
+    public let closedBeforeCONNACK: Bool
+    /// The first of its kind in a row, every refusal, else one per five
+    /// minutes: a box with no network tries every second or two.
+    public let worthALogLine: Bool
 }
 
 extension MQTTClientDelegate {
     public func mqttLibraryLog(_ message: String) {}
+    public func mqttNetwork(_ note: String) {}
+    public func mqttAttemptFailed(_ failure: AttemptFailure) {
+        if failure.worthALogLine { mqttLibraryLog(failure.reason) }
+    }
     public func mqttSubscribed(mid: Int32, granted: [Int32]) {}
 }

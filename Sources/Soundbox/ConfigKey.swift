@@ -194,7 +194,7 @@ public struct ConfigKey: Sendable, Hashable {
         IntKey.queueSummaryMin.key, IntKey.queueSummaryAfter.key, IntKey.voiceTargetLUFS.key, IntKey.voiceTruePeak.key,
         AmountKey.paymentMaxAmount.key, TextKey.paymentSigning.key, TextKey.paymentKeys.key,
         TextKey.deviceID.key, BoolKey.mqttEnabled.key, TextKey.mqttHost.key, IntKey.mqttPort.key, TextKey.mqttPrefix.key,
-        IntKey.mqttKeepalive.key, TextKey.mqttTLSCA.key, TextKey.mqttTLSCert.key, TextKey.mqttTLSKey.key,
+        IntKey.mqttKeepalive.key, IntKey.mqttDeadLink.key, TextKey.mqttTLSCA.key, TextKey.mqttTLSCert.key, TextKey.mqttTLSKey.key,
         TextKey.mqttUsername.key, TextKey.mqttPassword.key, IntKey.mqttReconnectMax.key, BoolKey.mqttLinkPrompts.key,
         BoolKey.gpioEnabled.key, TextKey.gpioChip.key, IntKey.gpioDebounce.key,
     ] + GPIOKeys.all.flatMap { [$0.line.key, $0.activeLow.key, $0.bias.key] } + [TextKey.updateHelper.key, IntKey.updateRebootDeadline.key, TextKey.logLevel.key]

@@ -90,7 +90,9 @@ extension IntKey {
                                                  help: "how old (by its ts, else its acceptance) a waiting payment must be to go into the offline summary")
     public static let mqttPort = IntKey("mqtt.port", 0, 0...65535, .file, help: "broker port; 0 = 1883, or 8883 with TLS")
     public static let mqttKeepalive = IntKey("mqtt.keepalive", 30, 5...3600, .file,
-                                             help: "seconds between keep-alive pings; a silent link is noticed after 1.5 times this")
+                                             help: "seconds between MQTT keep-alive pings on an idle link; the broker publishes the box's will (offline) after 1.5 times this without a word from it")
+    public static let mqttDeadLink = IntKey("mqtt.dead_link_s", 10, 0...3600, .file,
+                                            help: "a connection with no answer for this long is known dead and replaced: TCP keep-alive probes from 2 s earlier, every second (about 1 MB a day on an idle link at 10); 0 = only the MQTT keep-alive notices (up to twice mqtt.keepalive)")
     public static let mqttReconnectMax = IntKey("mqtt.reconnect_max_s", 60, 2...3600, .file,
                                                 help: "longest wait between reconnect attempts (exponential from 1 s, with jitter), also after a takeover; a link lost within this + 30 s of coming up counts towards one")
     public static let gpioDebounce = IntKey("gpio.debounce_ms", 30, 1...500, .file, help: "software debounce of the buttons and the switch")

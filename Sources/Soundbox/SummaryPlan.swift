@@ -7,10 +7,13 @@ public struct SummaryPlan: Sendable {
     public let minimum: Int
     /// Older than this (`queue.summary_after_s`, in ms) counts as waited.
     public let afterMs: Int64
-    /// A backlog is landing while the newest payment is younger than this…
-    public static let burstQuietMs: Int64 = 500
-    /// …but the wait for it ends this long after the summary was armed.
-    public static let burstWaitLimit = 5.0
+    /// A backlog is landing while the newest payment is younger than this
+    /// (a broker hands one over back to back: each message waits only for
+    /// the one before it to be stored, a few ms to a few tens on an SD card)…
+    public static let burstQuietMs: Int64 = 250
+    /// …but the wait for it ends this long after the summary was armed
+    /// (what has not landed by then can make a summary of its own).
+    public static let burstWaitLimit = 1.5
 
     public init(minimum: Int, afterSeconds: Int) {
         self.minimum = minimum

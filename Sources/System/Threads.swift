@@ -112,3 +112,25 @@ extension ServiceThread {
     }
 }
 
+
+/// An eventfd(2) for waking a thread that sleeps in poll(2): `ring` from
+/// any thread, `fd` in its poll set, `drain` once it woke. Owns the fd.
+public final class Doorbell: @unchecked Sendable {
+    public let fd: Int32
+
+    public init() {
+        fd = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
+        precondition(fd >= 0, "eventfd failed: \(Errno.current)")
+    }
+    deinit { close(fd) }
+
+    public func ring() {
+        var one: UInt64 = 1
+        _ = write(fd, &one, 8)
+    }
+
+    public func drain() {
+        var count: UInt64 = 0
+        _ = read(fd, &count, 8)
+    }
+}
