@@ -74,7 +74,7 @@ let package = Package(
                     exclude: ["IndicReference"]),   // IndicGrammarTests' reference rows (scripts/indic-tables.py)
         .testTarget(name: "AudioTests", dependencies: ["Soundbox", "SoundboxAudio", "TestSupport"]),
         .testTarget(name: "CLITests", dependencies: ["Soundbox", "SoundboxSystem", "SoundboxCrypto", "soundboxctl", "TestSupport", "VoiceBuild"]),
-        .testTarget(name: "SystemTests", dependencies: ["SoundboxSystem"]),
+        .testTarget(name: "SystemTests", dependencies: ["SoundboxSystem", "CLinux"]),
         .testTarget(name: "MQTTTests", dependencies: ["MQTTBridge"]),
         .testTarget(name: "StoreTests", dependencies: ["Soundbox", "SoundboxStore", "TestSupport"]),
         .testTarget(name: "FleetTests", dependencies: ["Soundbox", "SoundboxFleet", "FleetState"]),

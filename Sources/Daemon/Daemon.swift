@@ -66,6 +66,12 @@ public enum Daemon {
             return 78   // EX_CONFIG
         }
         if checkOnly { print("configuration OK"); return 0 }
+        // A name lookup (libmosquitto's, of mqtt.host, at each attempt)
+        // gives up after 1 s per name server, not glibc's 5 s × 2: on a
+        // silent link it holds the attempt, and the way back would be found
+        // that much later (measured: 10.0 s → 1.0 s; docs/mqtt.md). An
+        // administrator's own RES_OPTIONS wins.
+        setenv("RES_OPTIONS", "timeout:1 attempts:1", 0)
         return run(file, voices: voices, configPath: configPath, flags: flags, environment: environment, gpio: gpio)
     }
 

@@ -116,6 +116,37 @@ final class Link {
         #expect(link.daemon.stop().0 == 0)
     }
 
+    /// Payments first: a payment waiting at the broker when the link comes
+    /// back is spoken before 网络已连接 (the prompt waits for the backlog and
+    /// gives way to it; it used to start at the CONNACK, a moment before
+    /// the payment landed, and hold it for its whole length). The null
+    /// output takes as long as real sound would.
+    @Test func aPaymentWaitingAtTheReconnectGoesBeforeTheLinkPrompt() throws {
+        var proxy: FaultProxy?
+        let link = try Link(config: ["mqtt.link_prompts": "true", "audio.null_realtime": "true"]) { broker in
+            let p = try FaultProxy(upstreamPort: broker.port)
+            proxy = p
+            return p.port
+        }
+        let faults = try #require(proxy)
+        try link.start()
+        // The box's way to the broker is gone; the broker keeps its session.
+        faults.refuse(true)
+        _ = faults.dropAll()
+        try link.daemon.until("status", timeout: 100) { _ in link.daemon.log(run: 1).contains("prompt name=network_disconnected") }
+        try link.backend.pay(id: "FIRST", amount: "8.80")
+        faults.refuse(false)
+        #expect(link.backend.waitForReceipts(["FIRST"], ["played"], timeout: 60))
+        let log = link.daemon.log(run: 1)
+        let after = String(log[log.range(of: "prompt name=network_disconnected")!.upperBound...])
+        // The payment before the prompt (which then follows it, or was
+        // skipped), or the prompt cut when the payment came.
+        let spoken = after.range(of: "speaking id=FIRST")!.lowerBound
+        #expect(after.range(of: "prompt name=network_connected").map { spoken < $0.lowerBound } ?? true
+                    || after.contains("prompt_cut name=network_connected"), "\(log)")
+        #expect(link.daemon.stop().0 == 0)
+    }
+
     /// Secrets never reach logs or `config get`.
     @Test func passwordIsNeverShown() throws {
         let link = try Link(config: ["mqtt.username": "shop", "mqtt.password": "s3cret-Pw!"])
