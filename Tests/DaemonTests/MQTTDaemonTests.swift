@@ -34,6 +34,17 @@ final class Link {
     }
 
     func entries() throws -> [Entry] { try Store(path: daemon.database).history(limit: 1_000_000) }
+
+    /// A link whose daemon reaches the broker through a FaultProxy.
+    static func throughProxy(config: [String: String] = [:]) throws -> (Link, FaultProxy) {
+        var proxy: FaultProxy?
+        let link = try Link(config: config) { broker in
+            let p = try FaultProxy(upstreamPort: broker.port)
+            proxy = p
+            return p.port
+        }
+        return (link, try #require(proxy))
+    }
 }
 
 @Suite struct MQTTDaemonTests {
@@ -122,13 +133,7 @@ final class Link {
     /// the payment landed, and hold it for its whole length). The null
     /// output takes as long as real sound would.
     @Test func aPaymentWaitingAtTheReconnectGoesBeforeTheLinkPrompt() throws {
-        var proxy: FaultProxy?
-        let link = try Link(config: ["mqtt.link_prompts": "true", "audio.null_realtime": "true"]) { broker in
-            let p = try FaultProxy(upstreamPort: broker.port)
-            proxy = p
-            return p.port
-        }
-        let faults = try #require(proxy)
+        let (link, faults) = try Link.throughProxy(config: ["mqtt.link_prompts": "true", "audio.null_realtime": "true"])
         try link.start()
         // The box's way to the broker is gone; the broker keeps its session.
         faults.refuse(true)
@@ -324,13 +329,7 @@ enum Hostile {
     /// goes silent (half-open: only keepalive notices): nothing is lost and
     /// every receipt arrives.
     @Test func droppedCutAndStalledLinks() throws {
-        var proxy: FaultProxy?
-        let link = try Link { broker in
-            let p = try FaultProxy(upstreamPort: broker.port)
-            proxy = p
-            return p.port
-        }
-        let faults = try #require(proxy)
+        let (link, faults) = try Link.throughProxy()
         try link.start()
         let ids = (1...160).map { "F\($0)" }
         func disconnects() -> Int { link.daemon.log(run: 1).components(separatedBy: "mqtt: disconnected").count - 1 }

@@ -206,13 +206,7 @@ struct NetworkOutageTests {
 /// keep-alive, never as a keep-alive failure (rc 19), and backed off from.
 @Suite struct SlowBrokerTests {
     @Test func aBrokerThatNeverAnswersIsGivenUpAtItsDeadline() throws {
-        var proxy: FaultProxy?
-        let link = try Link { broker in
-            let p = try FaultProxy(upstreamPort: broker.port)
-            proxy = p
-            return p.port
-        }
-        let faults = try #require(proxy)
+        let (link, faults) = try Link.throughProxy()
         faults.stall(true)
         try link.daemon.start()
         let log = { link.daemon.log(run: 1) }
