@@ -303,9 +303,11 @@ public struct ConnectionPlan: Sendable {
         case .waiting: tcpWasUp = false
         }
         let failure = classify(end, tcpUp: tcpWasUp)
+        // An attempt the plan gave up says nothing of the MQTT version.
+        let ours = abandoning != nil
         abandoning = nil
         var (retryNow, note) = (false, Note?.none)
-        if failure == .refused || failure == .lost {
+        if !ours && (failure == .refused || failure == .lost) {
             (retryNow, note) = decideVersion(connack: end.connack, disconnectRC: end.disconnectRC)
         }
         fallBackNow = false

@@ -197,6 +197,22 @@ import SoundboxSystem
         #expect(d.failure == .refused && d.next == .wait(seconds: 1.5))
     }
 
+    /// Attempts the plan gives up (no CONNACK in time) are not the broker
+    /// closing them: they never switch the MQTT version.
+    @Test func attemptsGivenUpDoNotSwitchTheVersion() {
+        var plan = Self.started(5)
+        var t = 0.0
+        for _ in 0..<4 {
+            plan.tcpUp(at: t)
+            t += 10
+            #expect(plan.tick(at: t) == .abandon(.noCONNACK(seconds: 10)))
+            let d = plan.ended(End(disconnectRC: Self.lost), at: t, jitter: 0)
+            #expect(d.note == nil && plan.version == 5)
+            t = plan.nextWake!
+            #expect(plan.tick(at: t) == .connect)
+        }
+    }
+
     /// libmosquitto's keep-alive clock starts with the attempt: every
     /// deadline ends it 2 s before that could (no spurious rc 19).
     @Test func deadlinesStayUnderTheKeepAlive() {
