@@ -13,8 +13,9 @@ import SoundboxSystem
 /// - `noRoute` (nothing left the box: no route, network down): 1.5-2.5 s.
 ///   They cost nothing on the air and do not grow.
 /// - `silent` (no SYN-ACK within `tcpDeadline`, the host unreachable, the
-///   name lookup unanswered): 0-0.5 s, so that a way that opens again is
-///   found within about 1.5 s (a SYN, ~60 bytes, every ~1.25 s); after
+///   name lookup unanswered): 0-0.25 s, and the attempts that follow give
+///   their one SYN 1 s, so that a way that opens again is found within
+///   about 1.25 s (a SYN, ~60 bytes, every ~1.1 s); after
 ///   `silentPatience` of silence, 4-6 s. They do not grow either.
 /// - `refused` (a broker, or its host, answered and said no: a refusing
 ///   CONNACK, a reset, TLS failing, closed before its CONNACK, or no
@@ -50,14 +51,20 @@ public struct ConnectionPlan: Sendable {
     public static let errnoCode: Int32 = 14, lookupCode: Int32 = 15
 
     public struct Timing: Sendable, Equatable {
-        /// An attempt whose SYN has had no answer for this long is given up…
+        /// An attempt whose SYN has had no answer for this long is given up
+        /// (the kernel sends the SYN again after 1 s)…
         public var tcpDeadline = 2.0
-        /// …but every fourth in a row waits this long (a slow path still gets through).
-        public var longTCPDeadline = 6.0
+        /// …after one such, the next ones after this long (one SYN each:
+        /// the way back is found sooner for the same bytes)…
+        public var silentTCPDeadline = 1.0
+        /// …but every eighth in a row waits this long for the SYN sent then and
+        /// the kernel's two retries (at 1 and 3 s): a path slower than 1 s
+        /// still gets through.
+        public var longTCPDeadline = 3.5
         /// From an attempt's start to its CONNACK, at most.
         public var connackDeadline = 10.0
         /// After a silent attempt, a wait of up to this (random)…
-        public var silentWait = 0.5
+        public var silentWait = 0.25
         /// …for this long into the silence; then 0.8-1.2 × `slowSilentWait`.
         public var silentPatience = 300.0
         public var slowSilentWait = 5.0
@@ -78,6 +85,7 @@ public struct ConnectionPlan: Sendable {
             self.init()
             let limit = Double(max(keepalive - 2, 2))
             tcpDeadline = min(tcpDeadline, limit)
+            silentTCPDeadline = min(silentTCPDeadline, limit)
             longTCPDeadline = min(longTCPDeadline, limit)
             connackDeadline = min(connackDeadline, limit)
         }
@@ -233,7 +241,7 @@ public struct ConnectionPlan: Sendable {
             phase = .connecting(since: now, tcpUp: false)
             return .connect
         case .connecting(let since, let tcpUp) where abandoning == nil:
-            let tcp = silentInARow % 4 == 3 ? timing.longTCPDeadline : timing.tcpDeadline
+            let tcp = tcpDeadline
             if !tcpUp && now - since >= tcp { return abandon(.noSYNACK(seconds: tcp)) }
             if now - since >= timing.connackDeadline { return abandon(.noCONNACK(seconds: timing.connackDeadline)) }
             return .none
@@ -248,12 +256,22 @@ public struct ConnectionPlan: Sendable {
         switch phase {
         case .waiting(let until): wake = until
         case .connecting(let since, let tcpUp) where abandoning == nil:
-            let tcp = silentInARow % 4 == 3 ? timing.longTCPDeadline : timing.tcpDeadline
+            let tcp = tcpDeadline
             wake = since + (tcpUp ? timing.connackDeadline : min(tcp, timing.connackDeadline))
         default: break
         }
         if let due = linkDue { wake = min(wake ?? due, due) }
         return wake
+    }
+
+    /// The current attempt's time for its SYN-ACK: 2 s, 1 s once the way
+    /// has been silent, 3.5 s every eighth silent attempt in a row.
+    private var tcpDeadline: Double {
+        switch silentInARow {
+        case 0: timing.tcpDeadline
+        case let n where n % 8 == 7: timing.longTCPDeadline
+        default: timing.silentTCPDeadline
+        }
     }
 
     /// Whether a connection is up (CONNACK accepted, not ended).
