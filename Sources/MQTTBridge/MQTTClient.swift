@@ -42,7 +42,7 @@ public final class MQTTClient: @unchecked Sendable {
         /// `host`: each attempt that ends without a connection, and each
         /// connection that ends, moves to the next. A nil port is `port`.
         public var alternates: [BrokerAddress] = []
-        public var keepalive: Int = 30
+        public var keepalive: Int = 60
         /// Seconds without an answer after which the connection is known
         /// dead: a TCP keep-alive probe after `deadLink - 2` s of silence,
         /// then every second, and TCP_USER_TIMEOUT `deadLink` s (which
@@ -124,9 +124,13 @@ public final class MQTTClient: @unchecked Sendable {
     /// Each broker's address as last connected (for the route to it when
     /// `host` is a name), by endpoint index.
     private var peers: [Int: String] = [:]
-    /// When `mosquitto_loop` last ran (monotonic s): it runs at least every
-    /// quarter keep-alive while a socket exists, for libmosquitto's pings.
-    private var lastLoop = 0.0
+    /// When a packet last went out or came in (monotonic s, as seen from
+    /// here: the socket was ready, or a publish rang the doorbell).
+    /// libmosquitto decides to ping, or that its ping went unanswered, from
+    /// its own such times (in whole seconds) when `mosquitto_loop` runs: it
+    /// runs again `keepalive` + 1 s after this, and not before, when
+    /// nothing else happens (an idle box does not wake for nothing).
+    private var lastIO = 0.0
     /// The broker of the current (or next) attempt, in `endpoints`.
     private let brokerIndex = Atomic<Int>(0)
     private let since = Atomic<Int64>(0)
@@ -345,10 +349,11 @@ public final class MQTTClient: @unchecked Sendable {
                 fds.append(pollfd(fd: socket, events: Int16(POLLIN) | out, revents: 0))
             }
             var due = [plan.nextWake, settleAt].compactMap { $0 }.min()
-            if socket >= 0 { due = min(due ?? .infinity, lastLoop + Double(max(options.keepalive, 4)) / 4) }
+            if socket >= 0 { due = min(due ?? .infinity, lastIO + Double(options.keepalive) + 1) }
             let wait = due.map { Int32(min(max(0, $0 - MonotonicClock.seconds()), 3600) * 1000) + 1 } ?? -1
             _ = poll(&fds, nfds_t(fds.count), wait)
-            if fds[0].revents != 0 { wake.drain() }
+            let rang = fds[0].revents != 0
+            if rang { wake.drain() }
             if stopping.load(ordering: .relaxed) { break }
             if let watcher, fds[1].revents != 0 {
                 let heard = watcher.read()
@@ -358,7 +363,10 @@ public final class MQTTClient: @unchecked Sendable {
                 // A burst (carrier, address, route) settles before the route is looked up.
                 if changed { settleAt = settleAt ?? MonotonicClock.seconds() + 0.05 }
             }
-            if socket >= 0 { service() }
+            if socket >= 0 {
+                if rang || fds[fds.count - 1].revents != 0 { lastIO = MonotonicClock.seconds() }
+                service()
+            }
             if let at = settleAt, MonotonicClock.seconds() >= at {
                 settleAt = nil
                 let was = route
@@ -436,7 +444,7 @@ public final class MQTTClient: @unchecked Sendable {
            let failed = NetworkPaths.armDeadLinkProbe(socket, idle: max(1, options.deadLink - 2), interval: 1, timeout: options.deadLink) {
             delegateRef?.mqttLibraryLog("setsockopt(\(failed.option)) failed: \(failed.error); a dead link is noticed by the MQTT keep-alive only")
         }
-        lastLoop = MonotonicClock.seconds()
+        lastIO = MonotonicClock.seconds()
         service()
     }
 
@@ -445,12 +453,11 @@ public final class MQTTClient: @unchecked Sendable {
     private func service() {
         let rc = mosquitto_loop(handle, 0, 1)
         let err = Glibc.errno
-        lastLoop = MonotonicClock.seconds()
         let socket = mosquitto_socket(handle)
         if socket >= 0 {
             if attempt.running, !plan.isConnected, attempt.connack == nil, let peer = NetworkPaths.peerAddress(socket) {
                 peers[brokerIndex.load(ordering: .relaxed) % endpoints.count] = peer
-                plan.tcpUp(at: lastLoop)
+                plan.tcpUp(at: MonotonicClock.seconds())
             }
         } else if attempt.running {
             attemptEnded(code: rc == MOSQ_ERR_SUCCESS.rawValue ? 0 : rc, errno: attempt.disconnectRC != nil ? attempt.errno : err)

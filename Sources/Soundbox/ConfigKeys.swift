@@ -89,10 +89,10 @@ extension IntKey {
     public static let queueSummaryAfter = IntKey("queue.summary_after_s", 60, 0...604_800, .remote,
                                                  help: "how old (by its ts, else its acceptance) a waiting payment must be to go into the offline summary")
     public static let mqttPort = IntKey("mqtt.port", 0, 0...65535, .file, help: "broker port; 0 = 1883, or 8883 with TLS")
-    public static let mqttKeepalive = IntKey("mqtt.keepalive", 30, 5...3600, .file,
+    public static let mqttKeepalive = IntKey("mqtt.keepalive", 60, 5...3600, .file,
                                              help: "seconds between MQTT keep-alive pings on an idle link; the broker publishes the box's will (offline) after 1.5 times this without a word from it")
     public static let mqttDeadLink = IntKey("mqtt.dead_link_s", 10, 0...3600, .file,
-                                            help: "a connection from which nothing has come back for this long is known dead and replaced: TCP keep-alive probes after 2 s less of silence, then every second, and TCP_USER_TIMEOUT; on an idle TLS link ~1.5 MB a day at 10, ~0.9 MB at 20 (docs/mqtt.md); 0 = only the MQTT keep-alive notices (within twice mqtt.keepalive)")
+                                            help: "a connection from which nothing has come back for this long is known dead and replaced: TCP keep-alive probes after 2 s less of silence, then every second, and TCP_USER_TIMEOUT; on an idle TLS link ~1.3 MB a day at 10, ~0.7 MB at 20 (docs/mqtt.md); 0 = only the MQTT keep-alive notices (within twice mqtt.keepalive)")
     public static let mqttReconnectMax = IntKey("mqtt.reconnect_max_s", 60, 2...3600, .file,
                                                 help: "longest wait after a broker refused (exponential from 1-2 s, with jitter), also after a takeover; with no route or no answer the box retries within 0.5-2.5 s (docs/mqtt.md); a link lost within this + 30 s of coming up counts towards a takeover")
     public static let gpioDebounce = IntKey("gpio.debounce_ms", 30, 1...500, .file, help: "software debounce of the buttons and the switch")

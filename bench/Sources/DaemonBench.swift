@@ -18,7 +18,7 @@ func daemonBench(voices: String) throws {
             audio.output = null
             audio.null_realtime = \(realtime)
             # The core daemon alone: `soundbox-bench mqtt` measures the broker link.
-            # (Connected, it adds one keep-alive exchange per mqtt.keepalive, 30 s.)
+            # (Connected, it adds one keep-alive exchange per mqtt.keepalive, 60 s.)
             mqtt.enabled = false
             gpio.enabled = false
             """.write(toFile: dir + "/soundbox.conf", atomically: true, encoding: .utf8)
