@@ -335,6 +335,11 @@ final class Lines: @unchecked Sendable {
         try rig.link.start()
         try rig.update("B1", s.url, b.sha256, "0.2.0")
         #expect(rig.waitFor("B1", "waiting to reboot"))
+        // The firmware tries slot B only at the reboot the daemon asks for. The receipt comes
+        // before the daemon records that it asks (`reboot_boot`, then `helper reboot`): stopped
+        // in between, the next start is a restart before the reboot, armed again, still waiting.
+        // (No event to await outside the daemon: the helper's file, as in goodUpdateOverMQTT.)
+        try #require(pollUntil(timeout: 30) { FileManager.default.fileExists(atPath: rig.system + "/rebooted") }, "\(rig.calls)")
         _ = rig.link.daemon.stop()
         // Slot B was tried and never committed; the health check marked it and rebooted to A.
         try rig.write("rollback", "soundboxd was not ready within 600 s on slot B")
