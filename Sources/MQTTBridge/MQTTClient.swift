@@ -131,6 +131,10 @@ public final class MQTTClient: @unchecked Sendable {
     /// runs again `keepalive` + 1 s after this, and not before, when
     /// nothing else happens (an idle box does not wake for nothing).
     private var lastIO = 0.0
+    /// Network notes: a burst of up to 5, then one per 2 s (a flapping link
+    /// would write ten lines a second): the tokens left, when counted, and
+    /// how many notes were held back since the last one told.
+    private var notes = (tokens: 5.0, at: 0.0, held: 0)
     /// The broker of the current (or next) attempt, in `endpoints`.
     private let brokerIndex = Atomic<Int>(0)
     private let since = Atomic<Int64>(0)
@@ -372,16 +376,28 @@ public final class MQTTClient: @unchecked Sendable {
                 let was = route
                 route = NetworkPaths.route(to: routeTarget())
                 let back = route.map { regained.contains($0.interface) } ?? false
-                for index in regained { delegateRef?.mqttNetwork("link \(links.name(index) ?? "#\(index)") is up") }
+                for index in regained { note("link \(links.name(index) ?? "#\(index)") is up") }
                 regained.removeAll()
                 if route != was {
-                    delegateRef?.mqttNetwork(route.map { "route to the broker \(currentBroker): \($0)\(links.name($0.interface).map { " (\($0))" } ?? "")" }
-                                             ?? "no route to the broker \(currentBroker)")
+                    note(route.map { "route to the broker \(currentBroker): \($0)\(links.name($0.interface).map { " (\($0))" } ?? "")" }
+                         ?? "no route to the broker \(currentBroker)")
                 }
                 perform(plan.network(path: route, regained: back, at: MonotonicClock.seconds()))
             }
         }
         goodbye()
+    }
+
+    /// Tells the delegate what the network did (a burst of 5, then one per 2 s).
+    private func note(_ text: String) {
+        let now = MonotonicClock.seconds()
+        notes.tokens = min(5, notes.tokens + (now - notes.at) / 2)
+        notes.at = now
+        guard notes.tokens >= 1 else { notes.held += 1; return }
+        notes.tokens -= 1
+        let held = notes.held
+        notes.held = 0
+        delegateRef?.mqttNetwork(held > 0 ? "\(text) (and \(held) network notes not logged since the last)" : text)
     }
 
     /// What the route is looked up for: the broker's address (its name's,
@@ -398,7 +414,7 @@ public final class MQTTClient: @unchecked Sendable {
         case .none: break
         case .connect: connect()
         case .abandon(let why):
-            if attempt.connack == 0 { delegateRef?.mqttNetwork("reconnecting to \(currentBroker): \(why)") }
+            if attempt.connack == 0 { note("reconnecting to \(currentBroker): \(why)") }
             // Ends the socket's TCP connection; libmosquitto then closes it
             // as lost and reports the disconnect.
             let socket = mosquitto_socket(handle)

@@ -188,6 +188,11 @@ struct NetworkOutageTests {
         flapping.waitUntilExit()
         let cpu = try Self.cpuSeconds(pid) - cpuBefore
         #expect(cpu < 15, "soundboxd used \(cpu) s of CPU in a minute of flapping")
+        // Nor does its log grow with the flapping: network notes come in a
+        // burst of 5, then one per 2 s (600 changes in the minute).
+        #expect(rig.lines("mqtt: network") <= 40, "\(rig.lines("mqtt: network")) network notes")
+        #expect(rig.lines("mqtt: library") <= 40 && rig.lines("mqtt: disconnected") <= 70,
+                "\(rig.lines("mqtt: library")) library lines, \(rig.lines("mqtt: disconnected")) disconnects")
         #expect(rig.backend.waitForReceipts(ids, ["played"], timeout: 90), "\(rig.log)")
         #expect(rig.spokenOnce(ids), "\(rig.log)")
         #expect(ids.count >= 20)
