@@ -35,7 +35,9 @@ import SoundboxSystem
 /// resends what it had in flight at once, instead of after its own
 /// retransmission timer) or its source address is no longer the route's.
 /// At most one such action per `linkSpacing`: a flapping link neither
-/// spins the loop nor starves it.
+/// spins the loop nor starves it. The attempts right after news give
+/// their SYN 0.25 s, 0.5 s and 1 s in turn (`linkDeadlines`), one after
+/// the other: a link that just came back often loses the first.
 ///
 /// MQTT version: MQTT 5 refused (CONNACK 132, what a 3.1.1 broker
 /// answers): 3.1.1 from now on, at once, that CONNACK and its disconnect
@@ -74,6 +76,14 @@ public struct ConnectionPlan: Sendable {
         public var lostWait = 1.0
         /// Network news acts at most once per this long.
         public var linkSpacing = 1.0
+        /// After network news, the attempts' times for their SYN-ACK, one
+        /// after the other with no wait between (then as for a silent way): the
+        /// first SYN at a link's return is often lost while the kernels at
+        /// both ends bring it up (neighbour resolution, routes), and the
+        /// kernel would send it again only after 1 s. A fresh SYN soon after
+        /// gets through (measured: the link back after 5 s without carrier,
+        /// a fresh connect every 0.1 s got through after 0.3 s).
+        public var linkDeadlines = [0.25, 0.5, 1.0]
 
         public init() {}
 
@@ -194,6 +204,8 @@ public struct ConnectionPlan: Sendable {
     /// When the current run of silent attempts began, and how many in it.
     private var silentSince: Double?
     private var silentInARow = 0
+    /// Attempts made since network news (an index into `linkDeadlines`), nil: none.
+    private var sinceNews: Int?
     /// The action the plan asked for and `ended` has not yet seen.
     private var abandoning: Abandon?
     /// The route to the broker last reported; nil inside: none; outer nil: not yet known.
@@ -267,7 +279,8 @@ public struct ConnectionPlan: Sendable {
     /// The current attempt's time for its SYN-ACK: 2 s, 1 s once the way
     /// has been silent, 3.5 s every eighth silent attempt in a row.
     private var tcpDeadline: Double {
-        switch silentInARow {
+        if let n = sinceNews, n < timing.linkDeadlines.count { return timing.linkDeadlines[n] }
+        return switch silentInARow {
         case 0: timing.tcpDeadline
         case let n where n % 8 == 7: timing.longTCPDeadline
         default: timing.silentTCPDeadline
@@ -285,6 +298,7 @@ public struct ConnectionPlan: Sendable {
         phase = .connecting(since: since, tcpUp: true)
         silentSince = nil
         silentInARow = 0
+        sinceNews = nil
     }
 
     /// A CONNACK with code `rc` (`text`: how it reads) arrived on the
@@ -330,6 +344,13 @@ public struct ConnectionPlan: Sendable {
         }
         fallBackNow = false
         if failure != .silent && failure != .noRoute { silentSince = nil; silentInARow = 0 }
+        // Network news: its attempts follow one another at once.
+        if failure == .silent, let n = sinceNews, n + 1 < timing.linkDeadlines.count {
+            sinceNews = n + 1
+            phase = .waiting(until: now)
+            return Decision(next: .now, failure: .silent, note: nil, say: false, repeats: 0)
+        }
+        if failure != .linkChanged { sinceNews = nil }
         let wait: Double
         switch failure {
         case .linkChanged: wait = 0
@@ -430,6 +451,7 @@ public struct ConnectionPlan: Sendable {
             return .none
         }
         lastLinkAction = now
+        sinceNews = 0
         switch action {
         case .connect:
             phase = .connecting(since: now, tcpUp: false)

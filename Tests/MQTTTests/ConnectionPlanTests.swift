@@ -287,7 +287,7 @@ import SoundboxSystem
     @Test func aFlappingLinkActsAtMostOncePerSecond() {
         var plan = Self.started()
         #expect(plan.network(path: Self.wifi, regained: false, at: 0) == .none)
-        var actions = 0
+        var actions = 0, attempts = 0
         var t = 0.0
         for i in 1...600 {
             t = Double(i) / 10
@@ -297,6 +297,11 @@ import SoundboxSystem
             switch action {
             case .none: break
             case .connect: actions += 1
+            case .abandon(.noSYNACK), .abandon(.noCONNACK):
+                // An attempt's own deadline (those right after news are short): not news.
+                attempts += 1
+                _ = plan.ended(End(), at: t, jitter: 0)
+                #expect(plan.tick(at: t) == .connect)
             case .abandon:
                 actions += 1
                 _ = plan.ended(End(), at: t, jitter: 0)
@@ -304,8 +309,37 @@ import SoundboxSystem
             }
         }
         #expect(actions >= 55 && actions <= 61, "\(actions)")
+        #expect(attempts <= 180, "\(attempts)")
         // The link stays up: the plan settles into an attempt, no more news.
         #expect(plan.tick(at: t + 5) != .connect)
+    }
+
+    /// After network news the first SYN is often lost while both ends bring
+    /// the link up: the attempts that follow give their SYN 0.25 s, then
+    /// 0.5 s, then 1 s, with no wait between; then as for a silent way.
+    @Test func afterNewsTheAttemptsComeQuicklyThenAsUsual() {
+        var plan = Self.started()
+        #expect(plan.network(path: nil, regained: false, at: 0) == .none)
+        _ = plan.ended(Self.netUnreachable, at: 0, jitter: 0.5)
+        var t = 0.5
+        #expect(plan.network(path: Self.wifi, regained: false, at: t) == .connect)
+        var deadlines: [Double] = []
+        for _ in 0..<5 {
+            let due = plan.nextWake!
+            deadlines.append(due - t)
+            guard case .abandon(.noSYNACK) = plan.tick(at: due) else { Issue.record("no deadline"); return }
+            let d = plan.ended(End(), at: due, jitter: 1)
+            t = due
+            if case .wait(let w) = d.next { t += w }
+            #expect(plan.tick(at: t) == .connect)
+        }
+        #expect(deadlines == [0.25, 0.5, 1, 1, 1])   // then silent: one SYN a second
+        // Its SYN answered: the next news starts again from 0.25 s.
+        plan.tcpUp(at: t + 0.1)
+        _ = plan.connack(0, source: Self.wifi.source)
+        #expect(plan.network(path: Self.cellular, regained: false, at: t + 5) == .abandon(.pathMoved(to: "from 100.64.7.9")))
+        _ = plan.ended(End(connack: 0, disconnectRC: Self.lost), at: t + 5, jitter: 0)
+        #expect(plan.tick(at: t + 5) == .connect && plan.nextWake == t + 5.25)
     }
 
     /// News held back by the spacing is acted on when the spacing ends.
