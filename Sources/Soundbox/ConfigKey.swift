@@ -86,6 +86,10 @@ public struct ConfigKey: Sendable, Hashable {
         /// '+', '#', NUL or a control character.
         case topicPrefix
         case integer(ClosedRange<Int>)
+        /// 0 (off), or an integer in the range: a small value that is not
+        /// off would do harm (`mqtt.dead_link_s` 1: a link reconnected
+        /// every second, a TLS handshake each).
+        case integerOrOff(ClosedRange<Int>)
         case bool
         case choice([String])
         case amount
@@ -106,6 +110,9 @@ public struct ConfigKey: Sendable, Hashable {
             case .integer(let range):
                 guard let n = Int(text), range.contains(n) else { return nil }
                 return .integer(n)
+            case .integerOrOff(let range):
+                guard let n = Int(text), n == 0 || range.contains(n) else { return nil }
+                return .integer(n)
             case .bool:
                 switch text { case "true": return .bool(true); case "false": return .bool(false); default: return nil }
             case .choice(let options): return options.contains(text) ? .text(text) : nil
@@ -125,6 +132,7 @@ public struct ConfigKey: Sendable, Hashable {
             case .topicLevel: "an MQTT topic level: at most \(Self.maxTopicLevel) bytes, without '/', '+', '#' or control characters (empty = the hostname)"
             case .topicPrefix: "MQTT topic levels: at most \(Self.maxTopicPrefix) bytes, without '+', '#' or control characters"
             case .integer(let range): "an integer \(range.lowerBound)-\(range.upperBound)"
+            case .integerOrOff(let range): "0 (off) or an integer \(range.lowerBound)-\(range.upperBound)"
             case .bool: "one of true, false"
             case .choice(let options): "one of " + options.joined(separator: ", ")
             case .amount: "an amount 0.01-\(Amount.wordsMax) with at most two decimals"

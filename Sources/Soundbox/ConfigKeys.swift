@@ -13,8 +13,8 @@ public struct TextKey: Sendable, Hashable {
 /// A key whose value is an integer in a range.
 public struct IntKey: Sendable, Hashable {
     public let key: ConfigKey
-    init(_ name: String, _ defaultValue: Int, _ range: ClosedRange<Int>, _ scope: ConfigKey.Scope, help: String) {
-        key = ConfigKey(name: name, defaultValue: "\(defaultValue)", kind: .integer(range), scope: scope, help: help)
+    init(_ name: String, _ defaultValue: Int, _ range: ClosedRange<Int>, orOff: Bool = false, _ scope: ConfigKey.Scope, help: String) {
+        key = ConfigKey(name: name, defaultValue: "\(defaultValue)", kind: orOff ? .integerOrOff(range) : .integer(range), scope: scope, help: help)
     }
 }
 
@@ -91,7 +91,7 @@ extension IntKey {
     public static let mqttPort = IntKey("mqtt.port", 0, 0...65535, .file, help: "broker port; 0 = 1883, or 8883 with TLS")
     public static let mqttKeepalive = IntKey("mqtt.keepalive", 60, 5...3600, .file,
                                              help: "seconds between MQTT keep-alive pings on an idle link; the broker publishes the box's will (offline) after 1.5 times this without a word from it")
-    public static let mqttDeadLink = IntKey("mqtt.dead_link_s", 10, 0...3600, .file,
+    public static let mqttDeadLink = IntKey("mqtt.dead_link_s", 10, 5...3600, orOff: true, .file,
                                             help: "a connection from which nothing has come back for this long is known dead and replaced: TCP keep-alive probes after 2 s less of silence, then every second, and TCP_USER_TIMEOUT; on an idle TLS link ~1.3 MB a day at 10, ~0.7 MB at 20 (docs/mqtt.md); 0 = only the MQTT keep-alive notices (within twice mqtt.keepalive)")
     public static let mqttReconnectMax = IntKey("mqtt.reconnect_max_s", 60, 2...3600, .file,
                                                 help: "longest wait after a broker refused (exponential from 1-2 s, with jitter), also after a takeover; with no route or no answer the box retries within 0.5-2.5 s (docs/mqtt.md); a link lost within this + 30 s of coming up counts towards a takeover")

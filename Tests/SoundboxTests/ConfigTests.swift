@@ -50,6 +50,15 @@ import Soundbox
         #expect(error?.description.contains("audio.volume") == true)
     }
 
+    /// `mqtt.dead_link_s`: off, or 5 s and more; 1-4 would reconnect a
+    /// slow link all the time (a TLS handshake each).
+    @Test func theDeadLinkIsOffOrAtLeastFiveSeconds() throws {
+        for ok in ["0", "5", "10", "3600"] { #expect(try Config.parse("mqtt.dead_link_s = \(ok)\n", source: "f")[.mqttDeadLink] == Int(ok)!) }
+        for bad in ["1", "4", "-1", "3601", "ten"] {
+            #expect(throws: ConfigFileError.self) { try Config.parse("mqtt.dead_link_s = \(bad)\n", source: "f") }
+        }
+    }
+
     /// Every key's bad values give the documented message.
     @Test(arguments: ConfigKey.all.map(\.name))
     func everyKeyRejectsABadValue(_ name: String) throws {
@@ -65,6 +74,7 @@ import Soundbox
         case .topicLevel: (bad, allowed) = ("shop/1", "an MQTT topic level: at most 64 bytes, without '/', '+', '#' or control characters (empty = the hostname)")
         case .topicPrefix: (bad, allowed) = ("soundbox/+", "MQTT topic levels: at most 128 bytes, without '+', '#' or control characters")
         case .integer(let r): (bad, allowed) = ("\(r.upperBound + 1)", "an integer \(r.lowerBound)-\(r.upperBound)")
+        case .integerOrOff(let r): (bad, allowed) = ("\(r.lowerBound - 1)", "0 (off) or an integer \(r.lowerBound)-\(r.upperBound)")
         case .choice(let options): (bad, allowed) = ("maybe", "one of " + options.joined(separator: ", "))
         case .bool: (bad, allowed) = ("yes", "one of true, false")
         case .packName: (bad, allowed) = ("../etc", "a voice pack's name (1-32 letters, digits, '-' or '_')")
