@@ -21,10 +21,11 @@ import SoundboxSystem
 ///   CONNACK, a reset, TLS failing, closed before its CONNACK, or no
 ///   CONNACK within `connackDeadline`): capped exponential backoff with
 ///   fresh jitter, 1-2 s doubling per refusal to `reconnectMax`: a
-///   restarted broker facing thousands of boxes is not stampeded. An
-///   accepted CONNACK resets it.
+///   restarted broker facing thousands of boxes is not stampeded.
 /// - `lost` (an accepted connection ended): 0-1 s, or the delegate's
-///   `minimumWait` (a session taken over).
+///   `minimumWait` (a session taken over); a connection lost within
+///   `stableAfter` of its CONNACK counts as a refusal, and only one that
+///   lasted resets the refusals' backoff.
 /// - `linkChanged` (the plan ended it: the link came back, the route
 ///   moved): at once.
 ///
@@ -72,8 +73,12 @@ public struct ConnectionPlan: Sendable {
         public var slowSilentWait = 5.0
         /// With no route: attempts 0.75-1.25 × this apart.
         public var noRouteWait = 2.0
-        /// After an accepted connection ended: up to this (random).
+        /// After an accepted connection ended: up to this (random)…
         public var lostWait = 1.0
+        /// …if it had been up this long; one lost sooner counts as a
+        /// refusal (a broker that accepts and drops at once, a link too slow
+        /// for `mqtt.dead_link_s`: without it, a TLS handshake a second).
+        public var stableAfter = 10.0
         /// Network news acts at most once per this long.
         public var linkSpacing = 1.0
         /// After network news, the attempts' times for their SYN-ACK, one
@@ -190,7 +195,7 @@ public struct ConnectionPlan: Sendable {
     enum Phase: Equatable {
         case waiting(until: Double)
         case connecting(since: Double, tcpUp: Bool)
-        case connected(source: String?)
+        case connected(source: String?, since: Double)
     }
 
     /// 5 or 4: the version of the next attempt (or of the current connection).
@@ -199,7 +204,7 @@ public struct ConnectionPlan: Sendable {
     private let configured: Int
     private let reconnectMax: Int
     private var phase = Phase.waiting(until: -.infinity)
-    /// Refusals since the last accepted CONNACK: the backoff's exponent.
+    /// Refusals since the last connection that lasted: the backoff's exponent.
     private var failures = 0
     /// When the current run of silent attempts began, and how many in it.
     private var silentSince: Double?
@@ -305,7 +310,8 @@ public struct ConnectionPlan: Sendable {
     /// current attempt, whose local address is `source`. `report` is false
     /// for the MQTT 5 refusal the fallback handles (its disconnect is not
     /// reported either).
-    public mutating func connack(_ rc: Int32, text: @autoclosure () -> String = "", source: String? = nil) -> (report: Bool, note: Note?) {
+    public mutating func connack(_ rc: Int32, text: @autoclosure () -> String = "", source: String? = nil,
+                                 at now: Double = 0) -> (report: Bool, note: Note?) {
         if version == 5 && configured == 5 && rc == Self.unsupportedProtocolVersion {
             fallBackNow = true
             return (false, .mqtt5Refused(connack: text()))
@@ -317,8 +323,7 @@ public struct ConnectionPlan: Sendable {
         }
         if rc == 0 {
             closedBeforeConnack = 0
-            failures = 0
-            phase = .connected(source: source)
+            phase = .connected(source: source, since: now)
         }
         return (true, note)
     }
@@ -329,9 +334,10 @@ public struct ConnectionPlan: Sendable {
     public mutating func ended(_ end: End, at now: Double, jitter: Double,
                                minimumWait: @autoclosure () -> Double = 0) -> Decision {
         let tcpWasUp: Bool
+        var upFor = 0.0
         switch phase {
         case .connecting(_, let up): tcpWasUp = up
-        case .connected: tcpWasUp = true
+        case .connected(_, let since): tcpWasUp = true; upFor = now - since
         case .waiting: tcpWasUp = false
         }
         let failure = classify(end, tcpUp: tcpWasUp)
@@ -360,11 +366,13 @@ public struct ConnectionPlan: Sendable {
             silentSince = since
             silentInARow += 1
             wait = now - since < timing.silentPatience ? timing.silentWait * jitter : timing.slowSilentWait * (0.8 + 0.4 * jitter)
-        case .refused:
+        case .lost where upFor >= timing.stableAfter:
+            failures = 0
+            wait = timing.lostWait * jitter
+        case .refused, .lost:
             let ceiling = Double(max(reconnectMax, 2))
             wait = min(ceiling, (1 + jitter) * Double(1 << min(failures, 16)))
             failures += 1
-        case .lost: wait = timing.lostWait * jitter
         }
         let next: Next = retryNow || failure == .linkChanged ? .now : .wait(seconds: max(wait, minimumWait()))
         switch next {
@@ -437,7 +445,7 @@ public struct ConnectionPlan: Sendable {
             action = .connect
         case .connecting where abandoning == nil:
             action = .abandon(moved ? .pathMoved(to: "from \(source)") : .linkBack)
-        case .connected(let was) where moved && was != source:
+        case .connected(let was, _) where moved && was != source:
             action = .abandon(.pathMoved(to: "from \(source)"))
         case .connected where back:
             action = .abandon(.linkBack)

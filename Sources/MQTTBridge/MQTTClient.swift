@@ -295,7 +295,8 @@ public final class MQTTClient: @unchecked Sendable {
         // and then closes with MOSQ_ERR_PROTOCOL: the plan falls back.
         let socket = mosquitto_socket(handle)
         if socket >= 0, let peer = NetworkPaths.peerAddress(socket) { peers[brokerIndex.load(ordering: .relaxed) % endpoints.count] = peer }
-        let (report, note) = plan.connack(rc, text: Self.connackText(rc: rc), source: socket >= 0 ? NetworkPaths.localAddress(socket) : nil)
+        let (report, note) = plan.connack(rc, text: Self.connackText(rc: rc), source: socket >= 0 ? NetworkPaths.localAddress(socket) : nil,
+                                          at: MonotonicClock.seconds())
         if let note { delegateRef?.mqttLibraryLog(note.description) }
         guard report else { attempt.suppressDisconnect = true; return }
         delegateRef?.mqttConnected(rc: rc)

@@ -32,8 +32,8 @@ import SoundboxSystem
         #expect(plan.version == 4)
         // From now on 3.1.1: a later refusal or loss keeps it.
         #expect(plan.tick(at: 0) == .connect)
-        #expect(plan.connack(0) == (true, nil))
-        #expect(plan.ended(End(connack: 0, disconnectRC: Self.lost), at: 1, jitter: 0.25).next == .wait(seconds: 0.25))
+        #expect(plan.connack(0, at: 0) == (true, nil))
+        #expect(plan.ended(End(connack: 0, disconnectRC: Self.lost), at: 20, jitter: 0.25).next == .wait(seconds: 0.25))
         #expect(plan.version == 4)
     }
 
@@ -50,9 +50,9 @@ import SoundboxSystem
         #expect(plan.connack(0) == (true, .mqtt311Answers))
         _ = plan.ended(End(connack: 0, disconnectRC: Self.lost), at: 2, jitter: 0)
         // Confirmed: being closed early on 3.1.1 now no longer goes back.
-        #expect(plan.tick(at: 3) == .connect)
-        plan.tcpUp(at: 3)
-        _ = plan.ended(End(disconnectRC: Self.lost), at: 3, jitter: 0)
+        #expect(plan.tick(at: 10) == .connect)
+        plan.tcpUp(at: 10)
+        _ = plan.ended(End(disconnectRC: Self.lost), at: 10, jitter: 0)
         #expect(plan.version == 4)
     }
 
@@ -101,8 +101,8 @@ import SoundboxSystem
     // MARK: - Waits by how an attempt ended
 
     /// Refusals (a broker that answers no) back off exponentially, with
-    /// jitter, to the cap; an accepted CONNACK resets it.
-    @Test func refusalsDoubleUpToTheCapAndAnAcceptedConnackResetsIt() {
+    /// jitter, to the cap; a connection that lasted resets it.
+    @Test func refusalsDoubleUpToTheCapAndAConnectionThatLastedResetsIt() {
         var plan = Self.started(reconnectMax: 20)
         var t = 0.0
         var waits: [ConnectionPlan.Next] = []
@@ -114,10 +114,30 @@ import SoundboxSystem
             #expect(plan.tick(at: t) == .connect)
         }
         #expect(waits == [1.5, 3, 6, 12, 20, 20, 20].map { ConnectionPlan.Next.wait(seconds: $0) })
-        _ = plan.connack(0)
+        _ = plan.connack(0, at: t)
+        t += 10
         #expect(plan.ended(End(connack: 0, disconnectRC: Self.lost), at: t, jitter: 0.25).next == .wait(seconds: 0.25))
         #expect(plan.tick(at: t + 1) == .connect)
         #expect(plan.ended(Self.refused, at: t + 1, jitter: 0.25).next == .wait(seconds: 1.25))
+    }
+
+    /// A broker that accepts and drops at once (or a link too slow for the
+    /// dead-link probe) is backed off from like a refusal: not a TLS
+    /// handshake a second.
+    @Test func aConnectionLostSoonAfterItsCONNACKCountsAsARefusal() {
+        var plan = Self.started(reconnectMax: 60)
+        var t = 0.0
+        var waits: [ConnectionPlan.Next] = []
+        for _ in 0..<5 {
+            plan.tcpUp(at: t)
+            _ = plan.connack(0, at: t + 0.1)
+            let d = plan.ended(End(connack: 0, disconnectRC: Self.lost), at: t + 2, jitter: 0.5)
+            #expect(d.failure == .lost)
+            waits.append(d.next)
+            t += 100
+            #expect(plan.tick(at: t) == .connect)
+        }
+        #expect(waits == [1.5, 3, 6, 12, 24].map { ConnectionPlan.Next.wait(seconds: $0) })
     }
 
     /// What each failure is, from libmosquitto's code and errno.
