@@ -119,11 +119,22 @@ public final class MQTTClient: @unchecked Sendable {
         var errno: Int32 = 0        // errno when on_disconnect ran
         var suppressDisconnect = false
         var running = false         // a socket of this attempt exists (or did)
+        var family: Int32 = 0       // its socket's address family
+        var tcpUp = false           // its TCP connection came up
     }
     private var plan: ConnectionPlan
     /// Each broker's address as last connected (for the route to it when
     /// `host` is a name), by endpoint index.
     private var peers: [Int: String] = [:]
+    /// The address family the next attempt on a broker's name takes, by
+    /// endpoint index (none: libmosquitto's choice, the resolver's first
+    /// address). libmosquitto's non-blocking connect tries only the first
+    /// address of a name: with "localhost" that is ::1 where the broker
+    /// may listen on 127.0.0.1 only, and a name with an AAAA record comes
+    /// first where IPv6 is broken. So an attempt that got no TCP connection
+    /// (refused, silent) sends the next one to the name's other family, if
+    /// it has one; the family of a connection that came up is kept.
+    private var families: [Int: Int32] = [:]
     /// When a packet last went out or came in (monotonic s, as seen from
     /// here: the socket was ready, or a publish rang the doorbell).
     /// libmosquitto decides to ping, or that its ping went unanswered, from
@@ -450,13 +461,21 @@ public final class MQTTClient: @unchecked Sendable {
         // ones are cleared the same way.
         var props: OpaquePointer?
         if v == 5 { do { props = try connectProperties() } catch { delegateRef?.mqttLibraryLog(error.description) } }
-        let primed = mosquitto_connect_bind_v5(handle, host, Int32(port), 1, nil, props)
+        // A wildcard bind address of one family: libmosquitto skips the
+        // name's addresses of the other (its socket cannot bind there).
+        let bind: String? = switch families[brokerIndex.load(ordering: .relaxed) % all.count] {
+        case AF_INET: "0.0.0.0"
+        case AF_INET6: "::"
+        default: nil
+        }
+        let primed = mosquitto_connect_bind_v5(handle, host, Int32(port), 1, bind, props)
         mosquitto_property_free_all(&props)
         precondition(primed == MOSQ_ERR_INVAL.rawValue, "libmosquitto connected with a keep-alive of 1 s (rc \(primed))")
-        let rc = mosquitto_connect_bind_async(handle, host, Int32(port), Int32(options.keepalive), nil)
+        let rc = mosquitto_connect_bind_async(handle, host, Int32(port), Int32(options.keepalive), bind)
         let err = Glibc.errno
         guard rc == MOSQ_ERR_SUCCESS.rawValue else { return attemptEnded(code: rc, errno: err, host: host, port: port) }
         let socket = mosquitto_socket(handle)
+        attempt.family = NetworkPaths.family(of: socket)
         if options.deadLink > 0, socket >= 0,
            let failed = NetworkPaths.armDeadLinkProbe(socket, idle: max(1, options.deadLink - 2), interval: 1, timeout: options.deadLink) {
             delegateRef?.mqttLibraryLog("setsockopt(\(failed.option)) failed: \(failed.error); a dead link is noticed by the MQTT keep-alive only")
@@ -474,6 +493,7 @@ public final class MQTTClient: @unchecked Sendable {
         if socket >= 0 {
             if attempt.running, !plan.isConnected, attempt.connack == nil, let peer = NetworkPaths.peerAddress(socket) {
                 peers[brokerIndex.load(ordering: .relaxed) % endpoints.count] = peer
+                attempt.tcpUp = true
                 plan.tcpUp(at: MonotonicClock.seconds())
             }
         } else if attempt.running {
@@ -494,12 +514,22 @@ public final class MQTTClient: @unchecked Sendable {
             delegateRef?.mqttDisconnected(rc: code != 0 ? code : Self.connectionLost)
         }
         let all = endpoints
+        let index = brokerIndex.load(ordering: .relaxed) % all.count
         if all.count > 1 { brokerIndex.add(1, ordering: .relaxed) }
         let decision = plan.ended(.init(connack: ended.connack, disconnectRC: ended.disconnectRC, code: code, errno: errno),
                                   at: MonotonicClock.seconds(), jitter: Double.random(in: 0..<1),
                                   minimumWait: Double(minimumWaitMs.exchange(0, ordering: .relaxed)) / 1000)
         version.store(plan.version, ordering: .relaxed)
         if let note = decision.note { delegateRef?.mqttLibraryLog(note.description) }
+        let name = all[index].host
+        if ended.family != 0, !NetworkPaths.isNumeric(name) {
+            if ended.tcpUp {
+                families[index] = ended.family
+            } else if decision.failure == .silent || decision.failure == .refused {
+                let other = ended.family == AF_INET6 ? AF_INET : AF_INET6
+                families[index] = NetworkPaths.resolves(name, family: other) ? other : nil
+            }
+        }
         switch decision.failure {
         case .lost where errno == ETIMEDOUT:
             delegateRef?.mqttLibraryLog("the connection to \(broker) was dead: nothing came back for \(options.deadLink) s (mqtt.dead_link_s)")
@@ -507,7 +537,9 @@ public final class MQTTClient: @unchecked Sendable {
             break
         case .noRoute, .silent, .refused:
             guard ended.connack == nil else { return }   // a refusing CONNACK was reported as such
-            let what = why ?? MQTTError(call: "connect to \(host.map { BrokerAddress(host: $0, port: port).description } ?? broker)",
+            let over = ended.family == 0 || NetworkPaths.isNumeric(all[index].host) ? ""
+                : ended.family == AF_INET6 ? " over IPv6" : " over IPv4"
+            let what = why.map { "\($0)\(over)" } ?? MQTTError(call: "connect to \(host.map { BrokerAddress(host: $0, port: port).description } ?? broker)\(over)",
                                         code: code != 0 ? code : MOSQ_ERR_ERRNO.rawValue, errno: errno).description
             let next = switch decision.next {
             case .now: "trying again now"

@@ -263,6 +263,25 @@ public enum NetworkPaths {
     /// Whether `text` is a numeric IPv4 or IPv6 address.
     public static func isNumeric(_ text: String) -> Bool { SocketAddress(numeric: text, port: 0) != nil }
 
+    /// A socket's address family (AF_INET, AF_INET6, ...), or 0.
+    public static func family(of fd: Int32) -> Int32 {
+        var domain: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        return getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &length) == 0 ? domain : 0
+    }
+
+    /// Whether host name `name` has an address of `family` (a lookup:
+    /// the resolver's own timeouts bound it).
+    public static func resolves(_ name: String, family: Int32) -> Bool {
+        var hints = addrinfo()
+        hints.ai_family = family
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var found: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(name, nil, &hints, &found) == 0 else { return false }
+        freeaddrinfo(found)
+        return true
+    }
+
     /// Arms the kernel's own watch on a TCP connection: keep-alive probes
     /// after `idle` seconds without traffic, then every `interval` seconds,
     /// and the connection dropped (ETIMEDOUT) once nothing has come back

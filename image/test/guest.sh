@@ -178,6 +178,8 @@ first)
   check status_slot_a "$(grep -E '^(version|slot|update|boot_reason):' "$OUT/status-first.txt" | tr -s ' ' | tr '\n' ' ')" bash -c \
     "grep -qx 'slot: *A' '$OUT/status-first.txt' && grep -qx 'update: *idle' '$OUT/status-first.txt' && grep -qx 'boot_reason: *first boot' '$OUT/status-first.txt' && grep -qx \"version: *\$(dpkg-query -W -f='\${Version}' soundbox)\" '$OUT/status-first.txt'"
   connected && pass mqtt_tls "connected with the provisioned CA, certificate and key"
+  check network_watched "soundboxd watches the links and routes (its unit allows routing netlink)" bash -c \
+    "! journalctl -b -o cat -u soundboxd | grep -q 'cannot watch the network'"
   # -- provisioning: files in place, owners and modes, secrets off the card
   # (the boot partition is not mounted after the provisioning: fstab noauto)
   check boot_partition_unmounted "/boot/firmware is not left mounted" bash -c '! mountpoint -q /boot/firmware'
