@@ -48,7 +48,8 @@ BOOT=$(cat "$K/boot")
 OUT=$K/out/boot-$BOOT
 mkdir -p "$OUT"
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
-export LD_LIBRARY_PATH=$K/root/usr/lib/$(uname -m)-linux-gnu
+LD_LIBRARY_PATH=$K/root/usr/lib/$(uname -m)-linux-gnu
+export LD_LIBRARY_PATH
 DEVICE=$(cat "$K/device")
 BOARD=$(cat "$K/board")
 TOPIC=soundbox/v1/$DEVICE
@@ -97,6 +98,7 @@ if [ "$MODE" = cuttry ]; then
   # (ordered after this unit's readiness) has started, so before any verdict.
   until_true 120 systemctl is-active -q soundbox-boot-reason.service || note "soundbox-boot-reason.service did not finish"
   /usr/lib/soundbox-image/slots show > "$OUT/slots.txt" 2>&1
+  # shellcheck disable=SC2015 # pass and fail only log: an if-then-else
   grep -qx tried=yes "$OUT/slots.txt" && pass cuttry_on_trial "$(tr '\n' ' ' < "$OUT/slots.txt")" || fail cuttry_on_trial "$(tr '\n' ' ' < "$OUT/slots.txt")"
   sync
   marker "TRYING boot=$BOOT"
@@ -208,6 +210,7 @@ first)
   check state_grown "state $state_mb MiB (512 in the image): $(journalctl -b -o cat -u soundbox-growstate | grep -m1 'growstate:')" test "$state_mb" -gt 1200
   # -- the A/B slots: booted from A, B empty and marked bad; RAUC sees both
   /usr/lib/soundbox-image/slots show > "$OUT/slots.txt" 2>&1
+  # shellcheck disable=SC2010 # a diagnostic listing of systemd-boot's variables
   { ls /sys/firmware/efi/efivars/ 2>/dev/null | grep -i '^Loader'; od -c /sys/firmware/efi/efivars/LoaderEntrySelected-* 2>&1; ls /proc/device-tree/chosen/bootloader 2>&1; } > "$OUT/bootloader.txt"
   check slots_first_boot "$(tr '\n' ' ' < "$OUT/slots.txt")" bash -c \
     "grep -qx default=A '$OUT/slots.txt' && grep -qx current=A '$OUT/slots.txt' && grep -qx tried=no '$OUT/slots.txt' && grep -qx bad=B '$OUT/slots.txt'"
@@ -276,9 +279,11 @@ first)
   else
     fail ssh_password "$(tr '\n' ' ' < "$OUT/ssh-password.txt")"
   fi
+  # shellcheck disable=SC2015 # pass and fail only log: an if-then-else
   "${sshq[@]}" root@127.0.0.1 true > "$OUT/ssh-root.txt" 2>&1 && fail ssh_root "root logged in" || pass ssh_root "refused"
   check sshd_config "sshd -T: no passwords, no root" bash -c \
     "sshd -T | grep -qx 'passwordauthentication no' && sshd -T | grep -qx 'permitrootlogin no' && sshd -T | grep -qx 'kbdinteractiveauthentication no'"
+  # shellcheck disable=SC2016 # $2 is awk's field, not the shell's
   check no_passwords "/etc/shadow: every password field locked" awk -F: '$2 !~ /^(\*|!.*)?$/ { bad = 1 } END { exit bad }' /etc/shadow
   # -- field basics
   ss -Htlnup > "$OUT/listeners.txt"
@@ -300,10 +305,12 @@ first)
     systemctl reset-failed soundbox-provision.service   # many restarts in a row: no start limit here
     systemctl restart soundbox-provision.service
     got=$(cat /etc/soundbox/provisioning.fault 2>/dev/null)
+    # shellcheck disable=SC2010,SC2143 # kept: grep -q could end ls early (SIGPIPE); a short listing, the names are the test's own
     if [ "${got#"$want"}" != "$got" ] && cmp -s "$OUT/conf-before" /etc/soundbox/soundbox.conf &&
        [ -n "$(ls -A "$F" | grep -v -e README -e applied)" ] && ctl status | grep -q '^faults:.*provisioning'; then
       pass "provision_refuses_$name" "$got"
     else
+      # shellcheck disable=SC2012 # ls: a list for the message
       fail "provision_refuses_$name" "fault '$got', expected '$want...'; files: $(ls "$F" | tr '\n' ' ')"
     fi
     clear_folder
@@ -365,8 +372,10 @@ first)
   if [ ! -e $F/soundbox.conf ] && [ ! -e /etc/soundbox/provisioning.fault ] && cmp -s "$OUT/conf-before" /etc/soundbox/soundbox.conf; then
     pass provision_crlf "a CRLF soundbox.conf applied as the same settings"
   else
+    # shellcheck disable=SC2012 # ls: a list for the message
     fail provision_crlf "fault: $(cat /etc/soundbox/provisioning.fault 2>/dev/null); left: $(ls $F | tr '\n' ' ')"
   fi
+  # shellcheck disable=SC2015 # pass and fail only log: an if-then-else
   ctl status | grep -q '^faults: *none' && pass fault_cleared "status faults: none again" || fail fault_cleared "$(ctl status | grep faults)"
   sync
   marker "DONE boot=$BOOT"
@@ -389,8 +398,10 @@ install|badinstall)
   # other slot, and asks for the reboot once its queue is empty.
   slots=/usr/lib/soundbox-image/slots
   bdir=$K/bundle; [ "$MODE" = install ] || bdir=$K/badbundle
+  # shellcheck disable=SC2012 # the first by name; the names are the test's own
   bundle=$(ls "$bdir"/*.raucb | head -1)
   cur=$($slots get-current); oth=$([ "$cur" = A ] && echo B || echo A)
+  # shellcheck source=image/files/usr/lib/soundbox-image/layout
   other_dev=/dev/disk/by-partuuid/5b0c0001-0$(. /usr/lib/soundbox-image/layout; layout_board "$BOARD"; eval echo "\$part_root_$oth")
   if [ "$MODE" = badinstall ]; then
     echo "$oth" > "$bdir/slot"
@@ -471,8 +482,9 @@ tried)
     "grep -qx current=B '$OUT/slots.txt' && grep -qx tried=yes '$OUT/slots.txt'"
   check tried_version "soundbox $(dpkg-query -W -f='${Version}' soundbox) (the bundle's $(cat "$K/bundle/version"))" \
     test "$(dpkg-query -W -f='${Version}' soundbox)" = "$(cat "$K/bundle/version")"
+  # shellcheck source=image/files/usr/lib/soundbox-image/layout
   check tried_root "/ is slot B's root partition: $(findmnt -no SOURCE /)" \
-    test "$(readlink -f "$(findmnt -no SOURCE /)")" = "$(readlink -f /dev/disk/by-partuuid/5b0c0001-0$(. /usr/lib/soundbox-image/layout; layout_board "$BOARD"; echo "$part_root_B"))"
+    test "$(readlink -f "$(findmnt -no SOURCE /)")" = "$(readlink -f "/dev/disk/by-partuuid/5b0c0001-0$(. /usr/lib/soundbox-image/layout; layout_board "$BOARD"; echo "$part_root_B")")"
   check tried_settings "the provisioned settings and identity carried over" bash -c \
     "cmp -s '$K/provision/soundbox.conf' /etc/soundbox/soundbox.conf && [ \"\$(hostname)\" = '$DEVICE' ] && cmp -s '$K/provision/authorized_keys' /home/tech/.ssh/authorized_keys && ls /etc/ssh/ssh_host_ed25519_key"
   check tried_daemon "soundboxd connected on slot B" connected
@@ -536,6 +548,7 @@ soak|settle)
   if [ "$MODE" = soak ]; then
     ( k=0; while :; do k=$((k + 1)); payment "S$BOOT-$k" "$((k % 9 + 1)).00"; sleep 5; done ) &   # the rate, not a synchronisation
   fi
+  # shellcheck disable=SC2012 # the first by name; the names are the test's own
   url=http://127.0.0.1:8080/$(basename "$(ls "$K"/bundle/*.raucb | head -1)")
   under_way() { ctl update status 2>/dev/null | grep -qE '^state: *(downloading|installing|waiting to reboot|trying)'; }
   while :; do
@@ -548,6 +561,7 @@ soak|settle)
     fi
     marker "ASKED boot=$BOOT after $(sed -n 's/^state: *//p' "$OUT/update-status.txt")"
   done
+  # shellcheck disable=SC2015 # pass and fail only log: an if-then-else
   ctl wait --timeout 600 > "$OUT/wait.txt" 2>&1 && pass settled_drained "queue empty: $(cat "$OUT/wait.txt")" || fail settled_drained "$(cat "$OUT/wait.txt")"
   $slots show > "$OUT/slots.txt" 2>&1
   cur=$(sed -n 's/^current=//p' "$OUT/slots.txt")
@@ -571,6 +585,7 @@ drain)
     check drain_on_b "after the commit: $(tr '\n' ' ' < "$OUT/slots.txt")" bash -c \
       "grep -qx current=B '$OUT/slots.txt' && grep -qx default=B '$OUT/slots.txt' && grep -qx tried=no '$OUT/slots.txt'"
   fi
+  # shellcheck disable=SC2015 # pass and fail only log: an if-then-else
   ctl wait --timeout 900 > "$OUT/wait.txt" 2>&1 && pass drained "queue empty: $(cat "$OUT/wait.txt")" || fail drained "$(cat "$OUT/wait.txt")"
   ctl --json history --limit 1000 > "$OUT/history.json" 2>&1
   sync
