@@ -59,7 +59,7 @@ let package = Package(
         // The daemon's services: ingest, scheduler, control socket, lifecycle.
         .target(name: "SoundboxDaemon", dependencies: ["Soundbox", "SoundboxAudio", "SoundboxStore", "MQTTBridge", "GPIO", "SoundboxSystem", "CLinux", "SoundboxCrypto"], path: "Sources/Daemon"),
 
-        // The two executables: thin wiring.
+        // The device's two executables: wiring (soundboxctl one file per group of commands).
         .executableTarget(name: "soundboxd", dependencies: ["SoundboxDaemon", "MQTTBridge", "GPIO"]),
         .executableTarget(name: "soundboxctl", dependencies: ["Soundbox", "SoundboxCLI", "SoundboxAudio", "SoundboxControl", "SoundboxCrypto", "SoundboxSystem", "VoiceBuild"]),
 

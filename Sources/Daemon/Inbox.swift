@@ -51,7 +51,7 @@ extension InboxRoute where Valid == Message {
 /// order — read, verify (the signature, verified before anything in the
 /// message is believed, then its freshness), validate, act — and a refusal
 /// at any step is said once, with its reason, while the next message flows
-/// on. A new kind (the update command) is one more route.
+/// on. Each kind is a route (`PaymentRoute`, `ConfigRoute`, `CommandRoute`).
 struct Inbox: Sendable {
     let settings: Settings
     let signing: Signing

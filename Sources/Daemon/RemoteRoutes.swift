@@ -93,7 +93,7 @@ struct ConfigRoute: InboxRoute {
 }
 
 /// The backend's `cmd` topic (DESIGN §2), as a route of `Inbox`: say,
-/// replay, summary, test. A retained command is refused: it would run
+/// replay, summary, test, and update (handed to `Updater`). A retained command is refused: it would run
 /// again at every reconnect.
 struct CommandRoute: InboxRoute {
     let storage: Storage
