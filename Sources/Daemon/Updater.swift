@@ -1,3 +1,4 @@
+// ~570 lines: the update's decisions still sit beside its subprocess calls and file writes; issue 40 moves them into a pure UpdateFlow.
 import Glibc
 import Soundbox
 import SoundboxCrypto

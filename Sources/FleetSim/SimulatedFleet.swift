@@ -1,3 +1,4 @@
+// ~560 lines: thousands of boxes behind one poll loop, each speaking the whole device contract (status, config, cmd update); split, the contract would be read in pieces.
 /// Thousands of simulated boxes in one process, each its own MQTT
 /// connection speaking the device contract (docs/mqtt.md): a retained
 /// `status` with a will, `config` → `config/applied` with the signature

@@ -1,3 +1,4 @@
+// ~500 lines: one pure state machine (attempts, backoff, link news, dead-link probes) whose rules read together; its tests script it event by event.
 import SoundboxSystem
 
 /// The network loop's decisions, without I/O: when to start a connection

@@ -1,3 +1,4 @@
+// ~600 lines: the one owner of the libmosquitto handle and its network thread (callbacks, attempts, probes, socket options), kept whole so every C call on the handle is in one file.
 import CMosquitto
 import Glibc
 import SoundboxSystem

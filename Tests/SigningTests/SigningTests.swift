@@ -1,3 +1,4 @@
+// ~790 lines: one suite, signed messages against RFC 8032's vectors and two independent signers, with the signer helpers only it uses.
 // Signed messages (docs/signing.md): Ed25519 through OpenSSL (SoundboxCrypto),
 // the canonical bytes and the envelope (Soundbox.Signature), and standard
 // base64. Checked against RFC 8032's vectors and against two independent
