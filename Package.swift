@@ -70,6 +70,10 @@ let package = Package(
 
         // Helpers shared by the test targets.
         .target(name: "TestSupport", path: "Tests/Support"),
+        // The real processes the system tests run: a mosquitto (plain, TLS,
+        // Debian's layout), its certificates, a backend client, a soundboxd.
+        .target(name: "TestRig", dependencies: ["Soundbox", "SoundboxSystem", "SoundboxControl", "SoundboxStore", "SoundboxCrypto", "MQTTBridge", "TestSupport"],
+                path: "Tests/Rig"),
         .testTarget(name: "SoundboxTests", dependencies: ["Soundbox", "TestSupport"],
                     exclude: ["IndicReference"]),   // IndicGrammarTests' reference rows (scripts/indic-tables.py)
         .testTarget(name: "AudioTests", dependencies: ["Soundbox", "SoundboxAudio", "TestSupport"]),
@@ -77,9 +81,10 @@ let package = Package(
         .testTarget(name: "SystemTests", dependencies: ["SoundboxSystem", "CLinux"]),
         .testTarget(name: "MQTTTests", dependencies: ["MQTTBridge"]),
         .testTarget(name: "StoreTests", dependencies: ["Soundbox", "SoundboxStore", "TestSupport"]),
-        .testTarget(name: "FleetTests", dependencies: ["Soundbox", "SoundboxFleet", "FleetState"]),
+        .testTarget(name: "FleetTests", dependencies: ["Soundbox", "SoundboxFleet", "FleetState", "SoundboxStore", "SoundboxCrypto", "FleetSim", "TestSupport", "TestRig",
+                                                    "soundbox-fleet", "soundboxd"]),
         .testTarget(name: "SigningTests", dependencies: ["Soundbox", "SoundboxCrypto", "TestSupport"]),
-        .testTarget(name: "DaemonTests", dependencies: ["Soundbox", "SoundboxSystem", "GPIO", "SoundboxAudio", "SoundboxStore", "SoundboxDaemon", "SoundboxControl", "MQTTBridge", "TestSupport", "SoundboxCrypto", "soundboxd", "soundboxctl", "soundbox-fleet", "FleetSim"],
+        .testTarget(name: "DaemonTests", dependencies: ["Soundbox", "SoundboxSystem", "GPIO", "SoundboxAudio", "SoundboxStore", "SoundboxDaemon", "SoundboxControl", "MQTTBridge", "TestSupport", "TestRig", "SoundboxCrypto", "soundboxd", "soundboxctl"],
                     exclude: ["bundle-server.py"]),   // UpdateTests' HTTP server, run from the checkout
     ],
     swiftLanguageModes: [.v6]

@@ -6,44 +6,6 @@ import SoundboxStore
 import SoundboxFleet
 import Glibc
 
-public struct RolloutRecord: Sendable, Equatable {
-    public enum Phase: String, Sendable { case running, halted, done }
-    public var id: String
-    public var url: String
-    public var sha256: String
-    public var version: String
-    public var size: Int64?
-    public var prefix: String
-    public var plan: RolloutPlan
-    /// Seconds a device has for a final answer once sent the command.
-    public var timeout: Int
-    public var phase: Phase = .running
-    public var reason: String?
-    /// The stage under way (0: the canary, when there is one).
-    public var stage = 0
-    public var created: Int64
-
-    public init(id: String, url: String, sha256: String, version: String, size: Int64?, prefix: String,
-                plan: RolloutPlan, timeout: Int, created: Int64) {
-        self.id = id; self.url = url; self.sha256 = sha256; self.version = version; self.size = size
-        self.prefix = prefix; self.plan = plan; self.timeout = timeout; self.created = created
-    }
-}
-
-public struct RolloutDevice: Sendable, Equatable {
-    public var id: String
-    public var stage: Int
-    public var state: RolloutState
-    public var progress: Int?
-    public var reason: String?
-    /// Unix seconds when the command was acknowledged by the broker.
-    public var sentAt: Int64?
-
-    public init(id: String, stage: Int, state: RolloutState = .pending) {
-        self.id = id; self.stage = stage; self.state = state
-    }
-}
-
 extension FleetState {
     func makeRolloutTables() throws(StoreError) {
         try db.exec("""

@@ -119,147 +119,73 @@ func startRollout(_ args: Arguments, _ out: Output, url: String) throws(Failure)
     try drive(args, out, state, record, key: key)
 }
 
-/// Sends each stage its command and waits for its devices' final answers,
-/// keeping every change in the state file; halts when failures pass the
-/// threshold or the operator says so (`rollout halt`).
+/// Runs the rollout's `RolloutDriver` against the broker and the state
+/// file: signs and publishes the commands it asks for, feeds it receipts,
+/// statuses and a tick every half second, keeps what it says to keep; ends
+/// when it is done or halted (by the threshold or `rollout halt`).
 func drive(_ args: Arguments, _ out: Output, _ state: FleetState, _ start: RolloutRecord, key: Ed25519PrivateKey) throws(Failure) {
     guard let lock = state.driverLock() else {
         throw failure("another soundbox-fleet drives the rollouts of \(state.path) (rollout halt stops it)", code: "busy")
     }
     defer { close(lock) }
-    var record = start
-    var devices: [String: RolloutDevice] = [:]
-    for d in try load(state, record) { devices[d.id] = d }
-    let stages = (devices.values.map(\.stage).max() ?? -1) + 1
-    let p = record.prefix
+    let p = start.prefix
     var names = args
     names.options["--prefix"] = p
     let link = try connect(names)
     defer { link.close() }
-    var (inv, _) = try inventory(names, link, prefix: p, exact: devices.keys.sorted())
-    var dirty: Set<String> = []
-    var progress = Progress()
-
-    /// What a receipt or a status says, for a device that was sent the command.
-    func take(_ id: String, _ evidence: RolloutEvidence?) {
-        guard let e = evidence, var d = devices[id], d.state.wasTried, d.state == .timedOut || !d.state.isFinal, e.state != .sent else { return }
-        guard d.state != e.state || d.progress != e.progress else { return }
-        d.state = e.state
-        d.progress = e.progress
-        if e.reason != nil { d.reason = e.reason }
-        devices[id] = d
-        dirty.insert(id)
-    }
-    func save() throws(Failure) {
-        guard !dirty.isEmpty else { return }
-        let changed = dirty.compactMap { devices[$0] }
-        try stored { try state.save(record.id, changed) }
-        dirty.removeAll()
-    }
-    func tally() -> (tried: Int, failures: Int) {
-        let tried = devices.values.filter { $0.state.wasTried }
-        return (tried.count, tried.filter { $0.state.isFailure }.count)
-    }
-
-    // What the retained statuses say about devices sent the command before a restart.
-    for d in inv.devices.values where devices[d.id] != nil { take(d.id, RolloutEvidence.status(d, id: record.id, version: record.version)) }
+    let loaded = try load(state, start)
+    let (inv, _) = try inventory(names, link, prefix: p, exact: loaded.map(\.id).sorted())
+    var driver = RolloutDriver(record: start, devices: loaded, inventory: inv)
     do {
         try link.subscribe([p + "/+/receipt"], qos: 1, retained: false, timeout: try timeout(args))
     } catch { throw failure("\(error)", code: "broker") }
+    var progress = Progress()
 
-    stageLoop: while record.stage < stages {
-        let members = devices.values.filter { $0.stage == record.stage }.map(\.id).sorted()
-        // Send the stage's pending devices their command (a device now on the version needs none).
-        var mids: [Int32] = []
-        var sent: [String] = []
-        let now = Int64(time(nil))
-        for id in members where devices[id]?.state == .pending {
-            let status = inv.devices[id]
-            if let s = status, case .committed? = RolloutEvidence.status(s, id: record.id, version: record.version)?.state {
-                devices[id]?.state = .already
-            } else if status?.online != true {
-                devices[id]?.state = .offline
-            } else {
-                var document: [(String, JSONValue)] = [("cmd", .string("update")), ("id", .string(record.id)), ("url", .string(record.url)),
-                                                       ("sha256", .string(record.sha256)), ("version", .string(record.version))]
-                if let size = record.size { document.append(("size", .number(String(size)))) }
-                switch Signature.sign(.object(document), kind: .cmd, device: id, kid: key.publicKey.id, now: now, nonce: Crypto.nonce, sign: key.sign) {
-                case .failure(let problem): throw failure(problem.description, code: "sign")
-                case .success(let signed):
-                    do { mids.append(try link.publish(p + "/" + id + "/cmd", signed.message.text, qos: 1)) } catch { throw failure("\(error)", code: "broker") }
-                    sent.append(id)
-                }
-            }
-            dirty.insert(id)
-            progress.show("stage \(record.stage + 1) of \(stages): sending \(dirty.count) of \(members.count)")
-        }
-        let unsent = link.waitAcknowledged(mids, timeout: try timeout(args) * 3)
-        if unsent > 0 { throw failure("the broker acknowledged \(mids.count - unsent) of \(mids.count) commands", code: "broker") }
-        for id in sent { devices[id]?.state = .sent; devices[id]?.sentAt = now }
-        try save()
-
-        // Wait for every device of the stage (or the threshold, or the operator).
-        var lastCheck = 0.0
-        while true {
-            if let m = link.next(timeout: 0.5) {
-                if m.topic.hasSuffix("/receipt"), let id = device(m.topic, p, "/receipt") {
-                    take(id, RolloutEvidence.receipt(m.payload, id: record.id))
-                } else if m.topic.hasSuffix("/status") {
-                    inv.ingest(topic: m.topic, payload: m.payload)
-                    if let id = device(m.topic, p, "/status"), let d = inv.devices[id] {
-                        take(id, RolloutEvidence.status(d, id: record.id, version: record.version))
+    /// Carries out the driver's actions (and those its acknowledgements bring).
+    func perform(_ actions: [RolloutDriver.Action]) throws(Failure) {
+        for action in actions {
+            switch action {
+            case .send(let ids):
+                let now = Int64(time(nil))
+                var mids: [Int32] = []
+                for id in ids {
+                    var document: [(String, JSONValue)] = [("cmd", .string("update")), ("id", .string(start.id)), ("url", .string(start.url)),
+                                                           ("sha256", .string(start.sha256)), ("version", .string(start.version))]
+                    if let size = start.size { document.append(("size", .number(String(size)))) }
+                    switch Signature.sign(.object(document), kind: .cmd, device: id, kid: key.publicKey.id, now: now, nonce: Crypto.nonce, sign: key.sign) {
+                    case .failure(let problem): throw failure(problem.description, code: "sign")
+                    case .success(let signed):
+                        do { mids.append(try link.publish(p + "/" + id + "/cmd", signed.message.text, qos: 1)) } catch { throw failure("\(error)", code: "broker") }
                     }
                 }
+                let unsent = link.waitAcknowledged(mids, timeout: try timeout(args) * 3)
+                if unsent > 0 { throw failure("the broker acknowledged \(mids.count - unsent) of \(mids.count) commands", code: "broker") }
+                try perform(driver.handle(.acknowledged(wall: now)))
+            case .save(let devices):
+                try stored { try state.save(start.id, devices) }
+            case .record(let phase, let reason, let stage):
+                try stored { try state.set(start.id, phase: phase, reason: reason, stage: stage) }
+            case .progress(let line):
+                progress.show(line)
+            case .finished:
+                break
             }
-            let clock = MonotonicClock.seconds()
-            guard clock - lastCheck >= 0.5 else { continue }
-            lastCheck = clock
-            let wall = Int64(time(nil))
-            for id in members {
-                guard let d = devices[id], d.state.wasTried, !d.state.isFinal, let at = d.sentAt, wall - at >= Int64(record.timeout) else { continue }
-                devices[id]!.state = .timedOut
-                devices[id]!.reason = "no final answer within \(record.timeout) s (last: \(d.state.rawValue))"
-                dirty.insert(id)
-            }
-            try save()
-            let open = members.filter { devices[$0].map { !$0.state.isFinal } ?? false }.count
-            let (tried, failures) = tally()
-            progress.show("stage \(record.stage + 1) of \(stages): \(members.count - open) of \(members.count) done; \(failures) failed of \(tried) tried")
-            if let now = try stored({ try state.rollout(record.id) }), now.phase != .running {
-                record.phase = now.phase
-                record.reason = now.reason
-                break stageLoop
-            }
-            // Halt as soon as the threshold is passed: the stage's devices are
-            // all counted as tried already and failures only grow, so it
-            // could not end under it.
-            if record.plan.exceeded(failures: failures, tried: tried) {
-                record.phase = .halted
-                record.reason = "\(failures) of \(tried) devices failed: more than \(record.plan.maxFailures)%"
-                try stored { try state.set(record.id, phase: .halted, reason: record.reason, stage: record.stage) }
-                break stageLoop
-            }
-            if open == 0 { break }
         }
-        record.stage += 1
-        try stored { try state.set(record.id, phase: record.phase, reason: record.reason, stage: record.stage) }
     }
-    try save()
-    if record.phase == .running && record.stage >= stages {
-        record.phase = .done
-        try stored { try state.set(record.id, phase: .done, reason: nil, stage: record.stage) }
+
+    try perform(driver.handle(.begin(wall: Int64(time(nil)))))
+    var lastCheck = 0.0
+    while driver.record.phase == .running {
+        if let m = link.next(timeout: 0.5) { try perform(driver.handle(.message(topic: m.topic, payload: m.payload))) }
+        let clock = MonotonicClock.seconds()
+        guard clock - lastCheck >= 0.5 else { continue }
+        lastCheck = clock
+        let now = try stored { try state.rollout(start.id) }
+        try perform(driver.handle(.tick(wall: Int64(time(nil)), stored: now?.phase ?? .running, reason: now?.reason)))
     }
     progress.end()
-    let final = try load(state, record)
-    report(record, final, out)
-    if record.phase != .done { throw Failure(message: "", code: "halted", status: 1) }
-}
-
-/// The device id in `prefix/<id><suffix>`.
-func device(_ topic: String, _ prefix: String, _ suffix: String) -> String? {
-    guard topic.hasPrefix(prefix + "/"), topic.hasSuffix(suffix) else { return nil }
-    let id = String(topic.dropFirst(prefix.count + 1).dropLast(suffix.count))
-    return DeviceRecord.isValidID(id) ? id : nil
+    report(driver.record, try load(state, driver.record), out)
+    if driver.record.phase != .done { throw Failure(message: "", code: "halted", status: 1) }
 }
 
 /// "20261205-113005" (UTC).

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TestSupport
+import TestRig
 
 /// Dedup across clock jumps, against the real binary with its wall clock
 /// moved by Tests/Shims/clockshift.c (docs/soundboxd.md, "Dedup and a

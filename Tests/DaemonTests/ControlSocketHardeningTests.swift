@@ -6,6 +6,7 @@ import SoundboxControl
 import SoundboxStore
 import SoundboxSystem
 import TestSupport
+import TestRig
 
 /// The control socket under abuse (Hardening items 6 and 13), against the
 /// real soundboxd: a cap on clients with a "busy" ACK, idle / slow-loris /

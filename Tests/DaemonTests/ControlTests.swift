@@ -3,6 +3,7 @@ import Testing
 import Soundbox
 import SoundboxStore
 import TestSupport
+import TestRig
 
 /// Runs the real soundboxctl against a real daemon (bounded: a hung
 /// soundboxctl is killed and the test fails, see `CommandRun`).

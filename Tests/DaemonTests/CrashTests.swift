@@ -3,6 +3,7 @@ import Testing
 import Soundbox
 import SoundboxStore
 import TestSupport
+import TestRig
 
 /// The promise: every accepted payment ends `played` exactly once; only an
 /// id that was `playing` at a crash may be spoken once more; no duplicate

@@ -3,6 +3,7 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 import TestSupport
+import TestRig
 #endif
 
 /// A TCP proxy in the test process, between a device and the broker, that
@@ -406,29 +407,5 @@ final class WakePipe: @unchecked Sendable {
     func drain() {
         var buf = [UInt8](repeating: 0, count: 64)
         while read(readFd, &buf, buf.count) > 0 {}
-    }
-}
-
-/// A pthread that can be joined (Foundation's Thread cannot).
-final class JoinableThread: @unchecked Sendable {
-    private var handle = pthread_t()
-    private var joined = false
-
-    private final class Body { let run: () -> Void; init(_ run: @escaping () -> Void) { self.run = run } }
-
-    init(_ body: @escaping @Sendable () -> Void) {
-        let context = Unmanaged.passRetained(Body(body)).toOpaque()
-        let rc = pthread_create(&handle, nil, { raw in
-            let body = Unmanaged<Body>.fromOpaque(raw!).takeRetainedValue()
-            body.run()
-            return nil
-        }, context)
-        precondition(rc == 0, "pthread_create: \(rc)")
-    }
-
-    func join() {
-        guard !joined else { return }
-        joined = true
-        pthread_join(handle, nil)
     }
 }

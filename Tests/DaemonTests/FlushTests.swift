@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import SoundboxStore
 import TestSupport
+import TestRig
 
 /// An LD_PRELOAD shim built from the checkout's C source `source` for the
 /// tests (once per run; a C compiler: scripts/test installs gcc).

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TestSupport
+import TestRig
 
 /// The MQTT test infrastructure proves itself against a real mosquitto,
 /// with mosquitto_pub / mosquitto_sub as the peers.

@@ -2,6 +2,7 @@ import Foundation
 import Soundbox
 import Testing
 import TestSupport
+import TestRig
 
 /// Issue 18, field defects: settings saved on Windows, huge values, and
 /// files that are not regular files (a FIFO blocks a reader forever) must

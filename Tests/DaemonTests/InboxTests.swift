@@ -4,6 +4,7 @@ import SoundboxAudio
 @testable import SoundboxDaemon
 import Testing
 import TestSupport
+import TestRig
 
 /// `Inbox` in process: every kind of message from the broker through the
 /// same steps (read, verify, validate, act), each refusal said the way its

@@ -2,6 +2,7 @@ import Foundation
 import Soundbox
 import Testing
 import TestSupport
+import TestRig
 
 /// The Indian packs end to end (docs/grammars.md): rupee payments over MQTT
 /// with `lang`, each spoken into the WAV file by its own language's pack

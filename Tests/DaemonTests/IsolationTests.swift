@@ -3,6 +3,7 @@ import Testing
 import Soundbox
 import SoundboxStore
 import TestSupport
+import TestRig
 
 /// What must stay apart: requests never starve payments; one shutdown deadline; one daemon per
 /// state folder; a stolen session is noticed; logs cannot be forged

@@ -3,6 +3,7 @@ import Testing
 import Soundbox
 import SoundboxStore
 import TestSupport
+import TestRig
 
 @Suite struct LifecycleTests {
     /// SIGTERM while speaking: exits 0, soon, leaving the payment being

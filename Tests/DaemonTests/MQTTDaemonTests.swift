@@ -1,40 +1,12 @@
 import Foundation
 import Testing
 import TestSupport
+import TestRig
 import MQTTBridge
 import Soundbox
 import SoundboxStore
 
-/// A broker, a backend client and soundboxd connected to the broker.
-final class Link {
-    let scratch = Scratch()
-    let broker: Broker
-    let daemon: Daemon
-    let backend: Backend
-    let device: String
-
-    /// - Parameter via: the port the daemon connects to (a proxy in front of the broker).
-    init(device: String = "shop-1", config: [String: String] = [:], via port: ((Broker) throws -> Int)? = nil) throws {
-        self.device = device
-        broker = try Broker(dir: scratch.path + "/broker")
-        let daemonPort = try port?(broker) ?? broker.port
-        daemon = try Daemon(dir: scratch.path, config: [
-            "mqtt.enabled": "true", "mqtt.host": "127.0.0.1", "mqtt.port": "\(daemonPort)", "device.id": device,
-            "mqtt.keepalive": "5", "mqtt.reconnect_max_s": "2", "mqtt.link_prompts": "false",
-        ].merging(config) { $1 })
-        backend = try Backend(port: broker.port, device: device)
-    }
-
-    /// Starts the daemon and waits until the backend sees it online (its
-    /// subscriptions precede its status on the same connection).
-    func start(failpoint: String? = nil) throws {
-        try daemon.start(failpoint: failpoint)
-        #expect(backend.waitUntil(timeout: 20) { self.backend.status?["online"] as? Bool == true })
-        #expect(backend.status?["id"] as? String == device, "the status names its device: \(String(describing: backend.status))")
-    }
-
-    func entries() throws -> [Entry] { try Store(path: daemon.database).history(limit: 1_000_000) }
-
+extension Link {
     /// A link whose daemon reaches the broker through a FaultProxy.
     static func throughProxy(config: [String: String] = [:]) throws -> (Link, FaultProxy) {
         var proxy: FaultProxy?

@@ -1,6 +1,7 @@
 // ~560 lines: the fleet's broker config as Debian runs it, with the peers and the protocol proxy its suite needs.
 import Foundation
 import TestSupport
+import TestRig
 import Testing
 import MQTTBridge
 import Soundbox

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TestSupport
+import TestRig
 import SoundboxStore
 
 /// A box in a network namespace of its own, linked to the test's by a veth

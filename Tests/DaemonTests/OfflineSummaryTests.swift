@@ -1,3 +1,4 @@
+import TestRig
 import Foundation
 import Testing
 import SoundboxStore

@@ -7,6 +7,7 @@ import SoundboxAudio
 import SoundboxSystem
 import Testing
 import TestSupport
+import TestRig
 
 /// GPIO in place of a chip: each input is a pipe the test writes edges to
 /// (its read end is what the panel polls), each output records its levels.

@@ -4,6 +4,7 @@ import SoundboxAudio
 import SoundboxSystem
 @testable import SoundboxDaemon
 import TestSupport
+import TestRig
 
 /// The daemon's parts wired as `Daemon.run` wires them, in process, on a
 /// scratch database, with no thread started: what the in-process suites

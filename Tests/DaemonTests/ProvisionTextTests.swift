@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TestSupport
+import TestRig
 
 /// The image's provisioning script (image/files/usr/lib/soundbox-image/provision)
 /// on a scratch root: files a vendor saved on Windows (a byte order mark,

@@ -3,6 +3,7 @@ import Testing
 import Soundbox
 import SoundboxStore
 import TestSupport
+import TestRig
 
 /// The lines of a daemon log, parsed exactly (values may hold spaces and quotes).
 func logLines(_ text: String) -> [LogLine.Parsed] { text.split(separator: "\n").compactMap(LogLine.parse) }

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TestSupport
+import TestRig
 import SoundboxStore
 
 /// One database, two versions, with the real binary: the next version

@@ -1,50 +1,10 @@
 import Foundation
 import Testing
 import TestSupport
+import TestRig
 import Soundbox
 import SoundboxCrypto
 import SoundboxStore
-
-/// A backend's signing key, made by the openssl command (an independent
-/// implementation), its public half in a key folder the daemon reads.
-struct BackendKey {
-    let key: Ed25519PrivateKey
-    let privatePath: String
-    let publicPath: String
-    var id: String { key.publicKey.id }
-
-    init(dir: String, name: String) throws {
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
-        privatePath = dir + "/\(name).key"
-        publicPath = dir + "/\(name).pem"
-        for command in [["openssl", "genpkey", "-algorithm", "ed25519", "-out", privatePath],
-                        ["openssl", "pkey", "-in", privatePath, "-pubout", "-out", publicPath]] {
-            let r = try CommandRun(["/usr/bin/env"] + command)
-            guard r.status == 0 else { throw TestFailure("\(command.joined(separator: " ")): \(r.stderr)") }
-        }
-        key = try Ed25519PrivateKey(pem: Array(try Data(contentsOf: URL(fileURLWithPath: privatePath))))
-    }
-
-    /// `json` signed for `device` (ts now unless it has one; a cmd gets a fresh nonce).
-    func sign(_ json: String, device: String, now: Int64 = Int64(Date().timeIntervalSince1970)) throws -> String {
-        let document = try JSONValue.parse(Array(json.utf8))
-        switch Signature.sign(document, device: device, kid: id, now: now, nonce: { UUID().uuidString }, sign: key.sign) {
-        case .success(let s): return s.message.text
-        case .failure(let p): throw TestFailure("cannot sign \(json): \(p)")
-        }
-    }
-}
-
-/// A link whose daemon demands signatures, with the backend's key in its folder.
-func signedLink(device: String = "shop-1", keys: [String] = ["backend"], config: [String: String] = [:]) throws -> (Link, [BackendKey]) {
-    let scratch = "/tmp/sbk-" + String(UUID().uuidString.prefix(8))
-    let made = try keys.map { try BackendKey(dir: scratch, name: $0) }
-    let folder = scratch + "/keys"
-    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-    for k in made { try FileManager.default.copyItem(atPath: k.publicPath, toPath: folder + "/" + (k.publicPath as NSString).lastPathComponent) }
-    let link = try Link(device: device, config: ["payment.signing": "required", "payment.keys": folder].merging(config) { $1 })
-    return (link, made)
-}
 
 /// doctor's `signing` check: its status and detail.
 func signingCheck(_ daemon: Daemon) throws -> (status: String, detail: String) {

@@ -4,6 +4,7 @@ import Soundbox
 import SoundboxStore
 import Testing
 import TestSupport
+import TestRig
 
 /// `Storage` in process: the database while it can be written, the memory
 /// journal while it cannot, and back (the daemon-level tests in

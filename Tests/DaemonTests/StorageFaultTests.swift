@@ -4,6 +4,7 @@ import Soundbox
 import SoundboxStore
 import SoundboxControl
 import TestSupport
+import TestRig
 
 /// Storage that fails and comes back, goes away or turns read-only: nothing
 /// is lost, nothing is announced twice, and status and doctor tell the

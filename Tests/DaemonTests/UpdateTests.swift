@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TestSupport
+import TestRig
 import Soundbox
 
 /// The box's side of a system update (image/README.md, Updates), with a

@@ -4,6 +4,7 @@ import Soundbox
 import SoundboxSystem
 import Testing
 import TestSupport
+import TestRig
 
 /// `Uplink` in process, on a real mosquitto: the broker link without a
 /// spawned daemon (MQTTDaemonTests and MQTTFaultTests drive the same

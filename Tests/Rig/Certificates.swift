@@ -7,22 +7,22 @@ import TestSupport
 /// passes when a device connects to "localhost"), and one client
 /// certificate per device id (CN = device id; with mosquitto's
 /// `use_identity_as_username` the CN becomes the MQTT username).
-struct Certificates: Sendable {
-    let dir: String
-    var ca: String { dir + "/ca.crt" }
-    var caKey: String { dir + "/ca.key" }
-    var serverCert: String { dir + "/server.crt" }
-    var serverKey: String { dir + "/server.key" }
-    let devices: [String]
+package struct Certificates: Sendable {
+    package let dir: String
+    package var ca: String { dir + "/ca.crt" }
+    package var caKey: String { dir + "/ca.key" }
+    package var serverCert: String { dir + "/server.crt" }
+    package var serverKey: String { dir + "/server.key" }
+    package let devices: [String]
 
-    func client(_ id: String) -> (cert: String, key: String) {
+    package func client(_ id: String) -> (cert: String, key: String) {
         precondition(devices.contains(id), "no client certificate made for \(id)")
         return (dir + "/client-\(id).crt", dir + "/client-\(id).key")
     }
 
-    static let openssl = "/usr/bin/openssl"
+    package static let openssl = "/usr/bin/openssl"
 
-    static func make(in dir: String, devices: [String]) throws -> Certificates {
+    package static func make(in dir: String, devices: [String]) throws -> Certificates {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         let certs = Certificates(dir: dir, devices: devices)
         // Our own extension sections: no dependence on the system openssl.cnf.
@@ -82,7 +82,7 @@ struct Certificates: Sendable {
 
     /// Runs a command; throws with its output if it fails.
     @discardableResult
-    static func run(_ argv: [String]) throws -> String {
+    package static func run(_ argv: [String]) throws -> String {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: argv[0])
         p.arguments = Array(argv.dropFirst())

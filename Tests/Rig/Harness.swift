@@ -5,16 +5,16 @@ import TestSupport
 import SoundboxSystem
 
 /// The repository root, the built binaries and a scratch folder per test.
-enum Build {
-    static let root: String = {
+package enum Build {
+    package static let root: String = {
         var url = URL(fileURLWithPath: #filePath)
         for _ in 0..<3 { url.deleteLastPathComponent() }
         return url.path
     }()
-    static let binDir = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().path
-    static let soundboxd = binDir + "/soundboxd"
-    static let soundboxctl = binDir + "/soundboxctl"
-    static let fleet = binDir + "/soundbox-fleet"
+    package static let binDir = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().path
+    package static let soundboxd = binDir + "/soundboxd"
+    package static let soundboxctl = binDir + "/soundboxctl"
+    package static let fleet = binDir + "/soundbox-fleet"
 }
 
 
@@ -25,25 +25,25 @@ enum Build {
 /// running, whatever way the test ended (a thrown error, a failed
 /// `#require`, a test that never stopped a restarted daemon): no run
 /// outlives its test. Every wait on a run is bounded by a deadline.
-final class Daemon {
-    let dir: String
-    var socket: String { dir + "/control.sock" }
-    var database: String { dir + "/state/soundbox.db" }
-    var logPath: String { dir + "/daemon-\(runs).log" }
-    private(set) var runs = 0
-    private(set) var process: Process?
+package final class Daemon {
+    package let dir: String
+    package var socket: String { dir + "/control.sock" }
+    package var database: String { dir + "/state/soundbox.db" }
+    package var logPath: String { dir + "/daemon-\(runs).log" }
+    package private(set) var runs = 0
+    package private(set) var process: Process?
     /// Every run started, with the event its exit sets (the current run last).
     private var started: [(process: Process, exit: Event)] = []
     /// The sd_notify socket of the current run (READY=1 already read).
-    private(set) var notify: NotifySocket?
-    var environment: [String: String] = [:]
+    package private(set) var notify: NotifySocket?
+    package var environment: [String: String] = [:]
     /// A command the daemon runs under, e.g. prlimit.
-    var wrapper: [String] = []
+    package var wrapper: [String] = []
     /// The soundboxd to run (another build: the device's, under qemu-user).
-    var executable = Build.soundboxd
+    package var executable = Build.soundboxd
 
     /// Extra config lines on top of the test defaults (null output, instant).
-    init(dir: String, config: [String: String] = [:]) throws {
+    package init(dir: String, config: [String: String] = [:]) throws {
         self.dir = dir
         var settings = [
             "state.dir": dir + "/state", "control.socket": dir + "/control.sock",
@@ -61,10 +61,10 @@ final class Daemon {
     }
 
     /// The settings written to the daemon's config file.
-    private(set) var settings: [String: String]
+    package private(set) var settings: [String: String]
 
     /// Changes settings in the file (read at the next start or SIGHUP).
-    func reconfigure(_ changes: [String: String]) throws {
+    package func reconfigure(_ changes: [String: String]) throws {
         settings.merge(changes) { $1 }
         try writeConfig()
     }
@@ -82,7 +82,7 @@ final class Daemon {
     /// (then it is killed). Throws if the previous run is still running:
     /// two daemons on one socket and database is a test bug.
     @discardableResult
-    func start(failpoint: String? = nil, extraEnv: [String: String] = [:], timeout: Double = 60) throws -> Process {
+    package func start(failpoint: String? = nil, extraEnv: [String: String] = [:], timeout: Double = 60) throws -> Process {
         if let p = process, p.isRunning {
             throw TestFailure("soundboxd run \(runs) is still running; stop() or kill9() it before starting another")
         }
@@ -122,7 +122,7 @@ final class Daemon {
     }
 
     /// SIGKILL, and returns once the process is reaped.
-    func kill9() {
+    package func kill9() {
         guard let p = process, let exit = currentExit, !exit.isSet, p.isRunning else { return }
         kill(p.processIdentifier, SIGKILL)
         _ = exit.wait(timeout: 10)
@@ -131,7 +131,7 @@ final class Daemon {
     /// SIGTERM, then waits up to `timeout` for the exit; returns the exit
     /// status and the seconds it took. A run still alive at the deadline is
     /// SIGKILLed and reported as status -1 (never a real exit status).
-    func stop(timeout: Double = 30) -> (Int32, Double) {
+    package func stop(timeout: Double = 30) -> (Int32, Double) {
         guard let p = process, let exit = currentExit else { return (-1, 0) }
         guard !exit.isSet, p.isRunning else {   // already gone: no signal to a reaped pid
             _ = exit.wait(timeout: 10)
@@ -154,7 +154,7 @@ final class Daemon {
     /// deadline it is SIGKILLed and -1 returned, so a run that was expected
     /// to die (a failpoint, a crash) and did not can never pass for one
     /// that was killed.
-    func waitExit(timeout: Double = 30) -> Int32 {
+    package func waitExit(timeout: Double = 30) -> Int32 {
         guard let p = process, let exit = currentExit else { return -1 }
         guard exit.wait(timeout: timeout) else {
             kill9()
@@ -163,7 +163,7 @@ final class Daemon {
         return p.terminationStatus
     }
 
-    func log(run: Int) -> String {
+    package func log(run: Int) -> String {
         (try? String(contentsOfFile: dir + "/daemon-\(run).log", encoding: .utf8)) ?? ""
     }
 
@@ -172,7 +172,7 @@ final class Daemon {
     /// (`timeout` seconds), not by a number of tries: how many tries fit in
     /// a given time depends on the machine's load.
     @discardableResult
-    func until(_ args: String..., timeout: Double = 30, _ done: (Reply) -> Bool) throws -> Reply {
+    package func until(_ args: String..., timeout: Double = 30, _ done: (Reply) -> Bool) throws -> Reply {
         try until(args, timeout: timeout, done)
     }
 
@@ -190,8 +190,8 @@ final class Daemon {
     }
 
     /// One request on a fresh connection.
-    func request(_ args: String...) throws -> Reply { try request(args) }
-    func request(_ args: [String]) throws -> Reply {
+    package func request(_ args: String...) throws -> Reply { try request(args) }
+    package func request(_ args: [String]) throws -> Reply {
         do {
             return Reply(pairs: try ControlConnection.open(socket, timeout: 120).request(args), ack: nil)
         } catch {
@@ -203,17 +203,17 @@ final class Daemon {
 
 
 /// A reply: pairs, or the ACK.
-struct Reply {
-    var pairs: ControlReply
-    var ack: ControlAck?
-    subscript(key: String) -> String? { pairs[key] }
+package struct Reply {
+    package var pairs: ControlReply
+    package var ack: ControlAck?
+    package subscript(key: String) -> String? { pairs[key] }
 }
 
 /// The sd_notify datagram socket a test listens on.
-final class NotifySocket {
-    let path: String
-    let fd: Int32
-    init(path: String) throws {
+package final class NotifySocket {
+    package let path: String
+    package let fd: Int32
+    package init(path: String) throws {
         self.path = path
         unlink(path)
         let socket = try FileDescriptor.unixSocket(.datagram)
@@ -223,7 +223,7 @@ final class NotifySocket {
     deinit { close(fd); unlink(path) }
 
     /// The next datagram, or nil after `timeout` seconds.
-    func receive(timeout: Double) -> String? {
+    package func receive(timeout: Double) -> String? {
         var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - Double(Int(timeout))) * 1e6))
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         var buf = [UInt8](repeating: 0, count: 4096)
@@ -233,14 +233,14 @@ final class NotifySocket {
 }
 
 /// Parsed `<6>queue: speaking id=X seq=N` lines of a daemon log.
-struct LogEvents {
-    var events: [(event: String, fields: [String: String])] = []
+package struct LogEvents {
+    package var events: [(event: String, fields: [String: String])] = []
     /// Reads each line as written (LogLine: values may be quoted and escaped).
-    init(_ text: String) {
+    package init(_ text: String) {
         for line in text.split(separator: "\n") {
             guard let parsed = LogLine.parse(line) else { continue }
             events.append((parsed.event, Dictionary(parsed.fields.map { ($0.key, $0.value) }) { _, last in last }))
         }
     }
-    func ids(_ event: String) -> [String] { events.filter { $0.event == event }.compactMap { $0.fields["id"] } }
+    package func ids(_ event: String) -> [String] { events.filter { $0.event == event }.compactMap { $0.fields["id"] } }
 }

@@ -5,6 +5,7 @@
 import Foundation
 import Testing
 import TestSupport
+import TestRig
 import Soundbox
 import SoundboxStore
 

@@ -5,8 +5,8 @@ import MQTTBridge
 /// The bank's backend, played by the test over a real MQTT connection:
 /// publishes payments, config and commands; collects receipts, status and
 /// config/applied; lets a test wait for a condition on what arrived.
-final class Backend: MQTTClientDelegate, @unchecked Sendable {
-    let topics: Topics
+package final class Backend: MQTTClientDelegate, @unchecked Sendable {
+    package let topics: Topics
     private var client: MQTTClient?
     private let cond = NSCondition()
     private var connected = false
@@ -25,7 +25,7 @@ final class Backend: MQTTClientDelegate, @unchecked Sendable {
     /// - Parameters:
     ///   - subscribe: more topics to collect (`messages(on:)`).
     ///   - username, password: a login (brokers without anonymous access).
-    init(port: Int, device: String, prefix: String = "soundbox/v1", tls: MQTTClient.Options.TLS? = nil,
+    package init(port: Int, device: String, prefix: String = "soundbox/v1", tls: MQTTClient.Options.TLS? = nil,
          host: String = "127.0.0.1", clientID: String? = nil, subscribe: [String] = [],
          username: String? = nil, password: String? = nil) throws {
         topics = Topics(prefix: prefix, device: device)
@@ -46,7 +46,7 @@ final class Backend: MQTTClientDelegate, @unchecked Sendable {
     deinit { client?.stop() }
 
 
-    func mqttConnected(rc: Int32) {
+    package func mqttConnected(rc: Int32) {
         guard rc == 0 else { return }
         for t in [topics.receipt, topics.status, topics.configApplied] + extraTopics { try? client?.subscribe(t, qos: 1) }
         // A subscription is only live once SUBACK arrives; a ping through
@@ -54,9 +54,9 @@ final class Backend: MQTTClientDelegate, @unchecked Sendable {
         try? client?.subscribe(pingTopic, qos: 1)
         _ = try? client?.publish(pingTopic, "ping")
     }
-    func mqttDisconnected(rc: Int32) { cond.lock(); connected = false; cond.unlock() }
-    func mqttPublished(mid: Int32) {}
-    func mqttMessage(topic: String, payload: [UInt8], retained: Bool) {
+    package func mqttDisconnected(rc: Int32) { cond.lock(); connected = false; cond.unlock() }
+    package func mqttPublished(mid: Int32) {}
+    package func mqttMessage(topic: String, payload: [UInt8], retained: Bool) {
         let text = String(decoding: payload, as: UTF8.self)
         cond.lock()
         defer { cond.broadcast(); cond.unlock() }
@@ -77,27 +77,27 @@ final class Backend: MQTTClientDelegate, @unchecked Sendable {
         }
     }
 
-    func publish(_ topic: String, _ payload: String, retain: Bool = false) throws {
+    package func publish(_ topic: String, _ payload: String, retain: Bool = false) throws {
         try client!.publish(topic, payload, qos: 1, retain: retain)
     }
-    func pay(_ json: String) throws { try publish(topics.payment, json) }
-    func pay(id: String, amount: String) throws { try pay(#"{"id":"\#(id)","amount":"\#(amount)"}"#) }
+    package func pay(_ json: String) throws { try publish(topics.payment, json) }
+    package func pay(id: String, amount: String) throws { try pay(#"{"id":"\#(id)","amount":"\#(amount)"}"#) }
 
-    var receipts: [[String: Any]] { cond.lock(); defer { cond.unlock() }; return _receipts }
-    var status: [String: Any]? { cond.lock(); defer { cond.unlock() }; return _status }
-    var applied: [[String: Any]] { cond.lock(); defer { cond.unlock() }; return _applied }
-    func messages(on topic: String) -> [String] {
+    package var receipts: [[String: Any]] { cond.lock(); defer { cond.unlock() }; return _receipts }
+    package var status: [String: Any]? { cond.lock(); defer { cond.unlock() }; return _status }
+    package var applied: [[String: Any]] { cond.lock(); defer { cond.unlock() }; return _applied }
+    package func messages(on topic: String) -> [String] {
         cond.lock(); defer { cond.unlock() }
         return _messages.filter { $0.topic == topic }.map(\.payload)
     }
-    var isConnected: Bool { cond.lock(); defer { cond.unlock() }; return connected }
+    package var isConnected: Bool { cond.lock(); defer { cond.unlock() }; return connected }
 
     /// Like a real backend: re-send, every `every` seconds, each payment
     /// the device has not answered `played` or `duplicate` (a receipt sent
     /// while the backend itself was cut off from a restarted broker is
     /// gone; the re-sent payment's `duplicate` then says the device has it).
     @discardableResult
-    func payUntilAcknowledged(_ ids: [String], amount: String = "7.77", every: Double = 2, timeout: Double = 90) -> Bool {
+    package func payUntilAcknowledged(_ ids: [String], amount: String = "7.77", every: Double = 2, timeout: Double = 90) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
         let final: Set<String> = ["played", "duplicate"]
         while Date() < deadline {
@@ -107,18 +107,18 @@ final class Backend: MQTTClientDelegate, @unchecked Sendable {
         return false
     }
 
-    func receipts(for id: String) -> [String] { cond.lock(); defer { cond.unlock() }; return _byID[id] ?? [] }
-    func count(_ status: String) -> Int { cond.lock(); defer { cond.unlock() }; return _byStatus[status] ?? 0 }
+    package func receipts(for id: String) -> [String] { cond.lock(); defer { cond.unlock() }; return _byID[id] ?? [] }
+    package func count(_ status: String) -> Int { cond.lock(); defer { cond.unlock() }; return _byStatus[status] ?? 0 }
 
     /// Waits (on arrivals, not on a clock) until `done` holds; false on timeout.
     @discardableResult
-    func waitUntil(timeout: Double, _ done: () -> Bool) -> Bool {
+    package func waitUntil(timeout: Double, _ done: () -> Bool) -> Bool {
         cond.wait(timeout: timeout, until: done)
     }
 
     /// Waits until every id has a receipt with one of `statuses`.
     @discardableResult
-    func waitForReceipts(_ ids: [String], _ statuses: Set<String>, timeout: Double = 60) -> Bool {
+    package func waitForReceipts(_ ids: [String], _ statuses: Set<String>, timeout: Double = 60) -> Bool {
         var pending = ids[...]
         return waitUntil(timeout: timeout) {
             while let id = pending.first, self.receipts(for: id).contains(where: statuses.contains) { pending = pending.dropFirst() }

@@ -3,6 +3,7 @@
 import Foundation
 import Testing
 import TestSupport
+import TestRig
 import Soundbox
 import SoundboxStore
 

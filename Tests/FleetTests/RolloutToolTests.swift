@@ -4,6 +4,7 @@
 import Foundation
 import Testing
 import TestSupport
+import TestRig
 import Soundbox
 import SoundboxCrypto
 import FleetSim

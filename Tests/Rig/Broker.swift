@@ -16,7 +16,7 @@ import TestSupport
 /// passes. Only for real conditions that have no event to wait on (a port
 /// accepting, a file changing); returns whether it held.
 @discardableResult
-func pollUntil(timeout: Double, interval: Double = 0.01, _ condition: () -> Bool) -> Bool {
+package func pollUntil(timeout: Double, interval: Double = 0.01, _ condition: () -> Bool) -> Bool {
     let deadline = Date().addingTimeInterval(timeout)
     while true {
         if condition() { return true }
@@ -26,15 +26,15 @@ func pollUntil(timeout: Double, interval: Double = 0.01, _ condition: () -> Bool
 }
 
 /// A TLS listener for `Broker`. The files are PEM paths (see `Certificates`).
-struct TLSListener: Sendable {
-    var caFile: String
-    var certFile: String
-    var keyFile: String
-    var requireCertificate: Bool
-    var useIdentityAsUsername: Bool
-    var aclFile: String?
+package struct TLSListener: Sendable {
+    package var caFile: String
+    package var certFile: String
+    package var keyFile: String
+    package var requireCertificate: Bool
+    package var useIdentityAsUsername: Bool
+    package var aclFile: String?
 
-    init(caFile: String, certFile: String, keyFile: String, requireCertificate: Bool = true,
+    package init(caFile: String, certFile: String, keyFile: String, requireCertificate: Bool = true,
          useIdentityAsUsername: Bool = true, aclFile: String? = nil) {
         self.caFile = caFile; self.certFile = certFile; self.keyFile = keyFile
         self.requireCertificate = requireCertificate; self.useIdentityAsUsername = useIdentityAsUsername
@@ -49,21 +49,29 @@ struct TLSListener: Sendable {
 /// for throughput tests) takes an `MQTTEndpoint`; until then the self-tests
 /// use the mosquitto_pub/mosquitto_sub wrappers below (a handful of
 /// messages each, never throughput).
-struct MQTTEndpoint: Sendable {
-    var host = "127.0.0.1"
-    var port: Int
+package struct MQTTEndpoint: Sendable {
+    package var host = "127.0.0.1"
+    package var port: Int
     /// Client-side TLS: the CA to verify the server with, and optionally a
     /// client certificate. Use host "localhost" to exercise hostname checks.
-    var tls: ClientTLS?
+    package var tls: ClientTLS?
 
-    struct ClientTLS: Sendable {
-        var caFile: String
-        var certFile: String?
-        var keyFile: String?
+    package struct ClientTLS: Sendable {
+        package var caFile: String
+        package var certFile: String?
+        package var keyFile: String?
+
+        package init(caFile: String, certFile: String? = nil, keyFile: String? = nil) {
+            self.caFile = caFile; self.certFile = certFile; self.keyFile = keyFile
+        }
+    }
+
+    package init(host: String = "127.0.0.1", port: Int, tls: ClientTLS? = nil) {
+        self.host = host; self.port = port; self.tls = tls
     }
 
     /// The connection arguments for mosquitto_pub / mosquitto_sub.
-    var cliArguments: [String] {
+    package var cliArguments: [String] {
         var a = ["-h", host, "-p", String(port)]
         if let tls {
             a += ["--cafile", tls.caFile, "--tls-version", "tlsv1.2"]
@@ -112,31 +120,31 @@ struct MQTTEndpoint: Sendable {
 /// `<dir>/conf.d/soundbox.conf` is `confD(port)`: the whole rest of the
 /// configuration, listeners included (one listener, on `port`; `tls` and
 /// `extraConfig` are not used). See MQTTFleetTests' `FleetBroker`.
-final class Broker: @unchecked Sendable {
-    let dir: String
-    private(set) var port: Int
-    private(set) var tlsPort: Int?
-    let extraConfig: String
-    let tls: TLSListener?
+package final class Broker: @unchecked Sendable {
+    package let dir: String
+    package private(set) var port: Int
+    package private(set) var tlsPort: Int?
+    package let extraConfig: String
+    package let tls: TLSListener?
     /// The conf.d file's text for a given port, if set up like Debian.
-    let confD: (@Sendable (_ port: Int) -> String)?
-    var configPath: String { dir + "/mosquitto.conf" }
-    var confDPath: String { dir + "/conf.d/soundbox.conf" }
-    var logPath: String { dir + "/mosquitto.log" }
-    var dataDir: String { dir + "/data" }
+    package let confD: (@Sendable (_ port: Int) -> String)?
+    package var configPath: String { dir + "/mosquitto.conf" }
+    package var confDPath: String { dir + "/conf.d/soundbox.conf" }
+    package var logPath: String { dir + "/mosquitto.log" }
+    package var dataDir: String { dir + "/data" }
     /// The persistence file mosquitto writes (a new file renamed over the old).
-    var databasePath: String { dataDir + "/mosquitto.db" }
-    static let executable = "/usr/sbin/mosquitto"
+    package var databasePath: String { dataDir + "/mosquitto.db" }
+    package static let executable = "/usr/sbin/mosquitto"
 
     private let lock = NSLock()
     private var process: Process?
     /// How many times mosquitto has been started.
-    private(set) var runs = 0
+    package private(set) var runs = 0
 
     /// The plain listener, for test-side peers.
-    var endpoint: MQTTEndpoint { MQTTEndpoint(port: port) }
+    package var endpoint: MQTTEndpoint { MQTTEndpoint(port: port) }
 
-    init(dir: String, extraConfig: String = "", tls: TLSListener? = nil,
+    package init(dir: String, extraConfig: String = "", tls: TLSListener? = nil,
          confD: (@Sendable (_ port: Int) -> String)? = nil) throws {
         self.dir = dir
         self.extraConfig = extraConfig
@@ -167,12 +175,12 @@ final class Broker: @unchecked Sendable {
 
     /// The TLS listener as seen by a device, which connects to "localhost"
     /// (so the server certificate's hostname is checked).
-    func tlsEndpoint(caFile: String, certFile: String?, keyFile: String?) -> MQTTEndpoint {
+    package func tlsEndpoint(caFile: String, certFile: String?, keyFile: String?) -> MQTTEndpoint {
         MQTTEndpoint(host: "localhost", port: tlsPort!,
                      tls: .init(caFile: caFile, certFile: certFile, keyFile: keyFile))
     }
 
-    var config: String {
+    package var config: String {
         if confD != nil {
             return [
                 "user root",
@@ -271,11 +279,11 @@ final class Broker: @unchecked Sendable {
         return String(decoding: data[offset...], as: UTF8.self)
     }
 
-    var isRunning: Bool { lock.withLock { process?.isRunning ?? false } }
-    var pid: Int32? { lock.withLock { process.map { $0.processIdentifier } } }
+    package var isRunning: Bool { lock.withLock { process?.isRunning ?? false } }
+    package var pid: Int32? { lock.withLock { process.map { $0.processIdentifier } } }
 
     /// SIGKILL: mosquitto loses whatever it had not saved.
-    func kill9() {
+    package func kill9() {
         guard let p = lock.withLock({ process }), p.isRunning else { return }
         kill(p.processIdentifier, SIGKILL)
         p.waitUntilExit()
@@ -283,7 +291,7 @@ final class Broker: @unchecked Sendable {
 
     /// SIGTERM and wait (mosquitto saves its database on the way out);
     /// SIGKILL if it is still there after 10 s.
-    func stop() {
+    package func stop() {
         guard let p = lock.withLock({ process }) else { return }
         if p.isRunning {
             kill(p.processIdentifier, SIGTERM)
@@ -300,7 +308,7 @@ final class Broker: @unchecked Sendable {
 
     /// Starts it again on the same ports with the same data folder (after
     /// kill9 or stop). Stops a running one first.
-    func restart() throws {
+    package func restart() throws {
         stop()
         // Same port on purpose: a device reconnects to where it was. The
         // listener uses SO_REUSEADDR, so TIME_WAIT does not block it.
@@ -317,12 +325,12 @@ final class Broker: @unchecked Sendable {
     }
 
     /// The whole log file (all runs).
-    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+    package var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
     /// Waits (bounded polling of the log file) until the log contains `text`
     /// at least `count` times.
     @discardableResult
-    func waitForLog(_ text: String, count: Int = 1, timeout: Double = 10) -> Bool {
+    package func waitForLog(_ text: String, count: Int = 1, timeout: Double = 10) -> Bool {
         pollUntil(timeout: timeout) { log.components(separatedBy: text).count - 1 >= count }
     }
 
@@ -334,7 +342,7 @@ final class Broker: @unchecked Sendable {
     /// before it. autosave_interval 1 saves every ~2 s (mosquitto checks
     /// `last + interval < now`).
     @discardableResult
-    func waitForSave(timeout: Double = 10) -> Bool {
+    package func waitForSave(timeout: Double = 10) -> Bool {
         func inode() -> UInt64? {
             var st = stat()
             return stat(databasePath, &st) == 0 ? UInt64(st.st_ino) : nil
@@ -354,7 +362,7 @@ final class Broker: @unchecked Sendable {
 /// waits in epoll_pwait with the mask it inherited) and mosquitto_sub then
 /// never see SIGTERM: `terminate()` does nothing and `waitUntilExit()`
 /// hangs. Every process here is started through this function.
-func runWithDefaultSignals(_ p: Process) throws {
+package func runWithDefaultSignals(_ p: Process) throws {
     final class Outcome: @unchecked Sendable { var error: Error? }
     let outcome = Outcome()
     let process = p
@@ -370,9 +378,9 @@ func runWithDefaultSignals(_ p: Process) throws {
 
 // MARK: - Raw sockets (Glibc)
 
-enum Net {
+package enum Net {
     /// A port that was free a moment ago: bind 127.0.0.1:0, read it, close.
-    static func freePort() throws -> Int {
+    package static func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw TestFailure("socket: errno \(errno)") }
         defer { close(fd) }
@@ -382,7 +390,7 @@ enum Net {
     }
 
     /// A TCP socket listening on 127.0.0.1 at a free port, and that port.
-    static func listenLoopback(backlog: Int32) throws -> (fd: Int32, port: Int) {
+    package static func listenLoopback(backlog: Int32) throws -> (fd: Int32, port: Int) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw TestFailure("socket: errno \(errno)") }
         var one: Int32 = 1
@@ -396,7 +404,7 @@ enum Net {
         do { return (fd, try boundPort(fd)) } catch { close(fd); throw error }
     }
 
-    static func loopback(port: Int) -> sockaddr_in {
+    package static func loopback(port: Int) -> sockaddr_in {
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -404,13 +412,13 @@ enum Net {
         return addr
     }
 
-    static func withSockaddr<R>(_ addr: inout sockaddr_in, _ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
+    package static func withSockaddr<R>(_ addr: inout sockaddr_in, _ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
         withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
     }
 
-    static func boundPort(_ fd: Int32) throws -> Int {
+    package static func boundPort(_ fd: Int32) throws -> Int {
         var addr = sockaddr_in()
         var len = socklen_t(MemoryLayout<sockaddr_in>.size)
         let rc = withUnsafeMutablePointer(to: &addr) {
@@ -421,7 +429,7 @@ enum Net {
     }
 
     /// A blocking TCP connection to 127.0.0.1:port, or -1 (errno set).
-    static func connectLoopback(port: Int) -> Int32 {
+    package static func connectLoopback(port: Int) -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return -1 }
         var addr = loopback(port: port)
@@ -434,7 +442,7 @@ enum Net {
         return fd
     }
 
-    static func canConnect(port: Int) -> Bool {
+    package static func canConnect(port: Int) -> Bool {
         let fd = connectLoopback(port: port)
         guard fd >= 0 else { return false }
         close(fd)
@@ -450,20 +458,20 @@ enum Net {
 /// Stop these with `kill9()`, not SIGTERM: mosquitto_sub 2.0.11 can
 /// deadlock in its own SIGTERM handler (seen: it stopped sending PINGREQs
 /// and never exited). For a clean exit use its own options (-C, -E, -W).
-final class CLIProcess: @unchecked Sendable {
-    let process = Process()
-    let argv: [String]
+package final class CLIProcess: @unchecked Sendable {
+    package let process = Process()
+    package let argv: [String]
 
     /// Shared with the reader thread (which must not hold the CLIProcess,
     /// or deinit would never run while the command lives).
     private final class Output: @unchecked Sendable {
-        let cond = NSCondition()
-        var text = ""
-        var eof = false
+        package let cond = NSCondition()
+        package var text = ""
+        package var eof = false
     }
     private let out = Output()
 
-    init(_ argv: [String]) throws {
+    package init(_ argv: [String]) throws {
         self.argv = argv
         let pipe = Pipe()
         process.executableURL = URL(fileURLWithPath: argv[0])
@@ -492,13 +500,13 @@ final class CLIProcess: @unchecked Sendable {
 
     deinit { kill9() }
 
-    var pid: Int32 { process.processIdentifier }
-    var output: String { out.cond.withLock { out.text } }
+    package var pid: Int32 { process.processIdentifier }
+    package var output: String { out.cond.withLock { out.text } }
 
     /// Waits until the output satisfies `predicate` (checked on every new
     /// chunk), or the output ends, or `timeout` passes. Returns whether it held.
     @discardableResult
-    func waitForOutput(timeout: Double = 10, _ predicate: (String) -> Bool) -> Bool {
+    package func waitForOutput(timeout: Double = 10, _ predicate: (String) -> Bool) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
         out.cond.lock()
         defer { out.cond.unlock() }
@@ -510,12 +518,12 @@ final class CLIProcess: @unchecked Sendable {
 
     /// Waits until `needle` occurs `count` times.
     @discardableResult
-    func waitFor(_ needle: String, count: Int = 1, timeout: Double = 10) -> Bool {
+    package func waitFor(_ needle: String, count: Int = 1, timeout: Double = 10) -> Bool {
         waitForOutput(timeout: timeout) { $0.components(separatedBy: needle).count - 1 >= count }
     }
 
     /// Waits for the process to exit (bounded); nil if it is still running.
-    func waitExit(timeout: Double = 10) -> Int32? {
+    package func waitExit(timeout: Double = 10) -> Int32? {
         waitForOutput(timeout: timeout) { _ in false }  // returns at EOF: the process closed its output
         guard pollUntil(timeout: 2, { !process.isRunning }) else { return nil }
         process.waitUntilExit()
@@ -523,7 +531,7 @@ final class CLIProcess: @unchecked Sendable {
     }
 
     /// SIGKILL and wait.
-    func kill9() {
+    package func kill9() {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
         process.waitUntilExit()
     }
@@ -532,12 +540,12 @@ final class CLIProcess: @unchecked Sendable {
 /// `mosquitto_sub -d` with a parseable message format. Lines:
 /// `MSG|<topic>|<payload>` per message; debug lines such as
 /// "received SUBACK" / "sending CONNECT" tell the test where it is.
-final class MosquittoSub: @unchecked Sendable {
-    let cli: CLIProcess
-    static let messagePrefix = "MSG|"
+package final class MosquittoSub: @unchecked Sendable {
+    package let cli: CLIProcess
+    package static let messagePrefix = "MSG|"
 
     /// - Parameters: clientID nil = random; persistent = `-c` (clean session off).
-    init(_ endpoint: MQTTEndpoint, topics: [String], qos: Int = 1, clientID: String? = nil,
+    package init(_ endpoint: MQTTEndpoint, topics: [String], qos: Int = 1, clientID: String? = nil,
          persistent: Bool = false, extra: [String] = []) throws {
         // mosquitto_sub flushes stdout only after a message; its -d lines
         // ("received SUBACK") would sit in the buffer: line-buffer it.
@@ -550,12 +558,12 @@ final class MosquittoSub: @unchecked Sendable {
 
     /// Waits for the broker's SUBACK (the subscription is in place).
     @discardableResult
-    func waitSubscribed(count: Int = 1, timeout: Double = 10) -> Bool { cli.waitFor("received SUBACK", count: count, timeout: timeout) }
+    package func waitSubscribed(count: Int = 1, timeout: Double = 10) -> Bool { cli.waitFor("received SUBACK", count: count, timeout: timeout) }
 
     /// The messages received so far, in order.
-    var messages: [(topic: String, payload: String)] { MosquittoSub.parse(cli.output) }
+    package var messages: [(topic: String, payload: String)] { MosquittoSub.parse(cli.output) }
 
-    static func parse(_ text: String) -> [(topic: String, payload: String)] {
+    package static func parse(_ text: String) -> [(topic: String, payload: String)] {
         text.split(separator: "\n").compactMap { line in
             guard line.hasPrefix(messagePrefix) else { return nil }
             let parts = line.dropFirst(messagePrefix.count).split(separator: "|", maxSplits: 1, omittingEmptySubsequences: false)
@@ -566,20 +574,20 @@ final class MosquittoSub: @unchecked Sendable {
     /// Waits until a message with this payload arrived (an event: each new
     /// output chunk wakes the wait).
     @discardableResult
-    func waitForMessage(_ payload: String, timeout: Double = 10) -> Bool {
+    package func waitForMessage(_ payload: String, timeout: Double = 10) -> Bool {
         cli.waitForOutput(timeout: timeout) { text in MosquittoSub.parse(text).contains { $0.payload == payload } }
     }
 
-    func hasMessage(_ payload: String) -> Bool { messages.contains { $0.payload == payload } }
+    package func hasMessage(_ payload: String) -> Bool { messages.contains { $0.payload == payload } }
 
-    var output: String { cli.output }
+    package var output: String { cli.output }
 }
 
 /// `mosquitto_pub` once; returns its exit status and output. QoS 1 by
 /// default: mosquitto_pub exits 0 only after the PUBACK, so the broker
 /// holds the message when this returns.
 @discardableResult
-func mosquittoPub(_ endpoint: MQTTEndpoint, topic: String, message: String, qos: Int = 1, retain: Bool = false,
+package func mosquittoPub(_ endpoint: MQTTEndpoint, topic: String, message: String, qos: Int = 1, retain: Bool = false,
                   clientID: String? = nil, timeout: Double = 10) throws -> (status: Int32, output: String) {
     var argv = ["/usr/bin/mosquitto_pub"] + endpoint.cliArguments + ["-d", "-q", String(qos), "-t", topic, "-m", message]
     if retain { argv.append("-r") }
