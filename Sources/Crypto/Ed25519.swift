@@ -26,6 +26,21 @@ public enum Crypto {
         return out
     }
 
+    /// A Wi-Fi network's key from its passphrase (IEEE 802.11i: PBKDF2 with
+    /// HMAC-SHA1, the SSID as salt, 4096 rounds, 32 bytes), as
+    /// wpa_passphrase makes it: what provisioning writes into
+    /// wpa_supplicant.conf, so the passphrase itself is not kept.
+    public static func wpaKey(passphrase: String, ssid: String) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 32)
+        let pass = Array(passphrase.utf8), salt = Array(ssid.utf8)
+        let ok = pass.withUnsafeBufferPointer { p in
+            PKCS5_PBKDF2_HMAC_SHA1(p.baseAddress.map { UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self) }, Int32(p.count),
+                                   salt, Int32(salt.count), 4096, 32, &out)
+        }
+        precondition(ok == 1, "PKCS5_PBKDF2_HMAC_SHA1 failed")
+        return out
+    }
+
     /// A key's id: the first 8 bytes of the SHA-256 of its 32 raw public
     /// bytes, as 16 lowercase hex digits (docs/signing.md).
     public static func keyID(raw: [UInt8]) -> String { hex(sha256(raw).prefix(8)) }

@@ -74,6 +74,13 @@ let usage = """
                       sign a message as a backend must for payment.signing =
                       required (docs/signing.md): adds kid, ts, nonce (cmd) and
                       sig, prints the message; PAYLOAD is JSON, or - for stdin
+      provision check SRC STAGE [--soundboxd PATH] [--keys DIR]
+                      check a provisioning folder (the boot partition's soundbox/:
+                      settings, certificates, keys, wifi.conf, hostname) and
+                      stage its files, Windows line ends dropped, into the empty
+                      folder STAGE, with the wpa_supplicant.conf to install; the
+                      first problem is printed as soundbox/FILE:LINE: why (exit 1).
+                      Run by the image at boot (image/README.md)
 
     Options:
       --json          machine-readable output on stdout
@@ -97,7 +104,7 @@ let usage = """
 
 extension Arguments {
     static let valued: Set<String> = ["--lang", "--channel", "--volume", "-o", "--output", "--device", "--voices", "--config",
-                                      "--socket", "--limit", "--id", "--timeout", "--key", "--kind", "--device", "--lufs", "--true-peak", "--source", "--sha256", "--bundle-version"]
+                                      "--socket", "--limit", "--id", "--timeout", "--key", "--kind", "--device", "--lufs", "--true-peak", "--source", "--sha256", "--bundle-version", "--soundboxd", "--keys"]
     static let boolean: Set<String> = ["--json", "-h", "--help", "--version", "--eq", "--force", "--wait"]
 
     init(_ args: [String]) throws(Failure) {
@@ -177,6 +184,7 @@ func run(_ args: Arguments) throws(Failure) {
     case "voice": try voice(rest, out)
     case "config" where rest.positional == ["keys"]: configKeys(out)
     case "key": try keyCommand(rest, out)
+    case "provision": try provisionCommand(rest, out)
     case "sign": try signCommand(rest, out)
     case "update": try updateCommand(rest, out)
     case "help": print(usage)

@@ -120,6 +120,28 @@ import TestRig
         try expectRefused(run, "soundbox/hostname:1: 'Shop-2' is not a hostname", files: ["hostname", "soundbox.conf"])
     }
 
+    /// A right folder is applied whole: the network's key derived (the
+    /// passphrase not kept), the hostname, the backend's key; the files
+    /// leave the card, applied.txt says so. (Files owned by the image's
+    /// users, soundbox.conf and authorized_keys, are applied in the boot test.)
+    @Test func aRightFolderIsApplied() throws {
+        let scratch = Scratch("sbq")
+        let r = try CommandRun(["/bin/sh", "-c", "openssl genpkey -algorithm ed25519 | openssl pkey -pubout -out \(scratch.path)/signing.pem"])
+        try #require(r.status == 0, "\(r.stderr)")
+        let signing = try #require(FileManager.default.contents(atPath: scratch.path + "/signing.pem"))
+        let run = try provision(["wifi.conf": Self.text("ssid=Shop\r\npsk=secret123\r\ncountry=IN\r\n"), "hostname": Self.text("shop-2\n"),
+                                 "signing.pem": Array(signing)])
+        #expect(run.fault == nil)
+        let wpa = try String(contentsOfFile: run.root + "/etc/wpa_supplicant/wpa_supplicant.conf", encoding: .utf8)
+        let phrase = try CommandRun(["/usr/bin/wpa_passphrase", "Shop", "secret123"])
+        let psk = try #require(phrase.stdout.split(separator: "\n").first { $0.hasPrefix("\tpsk=") }).dropFirst(5)
+        #expect(wpa.contains("    ssid=53686f70\n") && wpa.contains("    psk=\(psk)\n") && wpa.contains("country=IN\n") && !wpa.contains("secret123"), "\(wpa)")
+        #expect(try String(contentsOfFile: run.root + "/etc/hostname", encoding: .utf8) == "shop-2\n")
+        #expect(FileManager.default.contents(atPath: run.root + "/etc/soundbox/keys/signing.pem") == signing)
+        #expect(run.left == ["applied.txt"], "the card keeps only applied.txt: \(run.left)")
+        #expect(run.settings == Self.settings)
+    }
+
     @Test func aWindowsWifiFileIsReadLineByLine() throws {
         let text = "ssid=shop\r\npsk=\(String(repeating: "ab", count: 32))\r\ncountry=in\r\n"
         #expect(try provision(["wifi.conf": [0xEF, 0xBB, 0xBF] + Array(text.utf8)]).fault
