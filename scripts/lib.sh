@@ -1,8 +1,8 @@
 # Shared by the host-side scripts (scripts/*, image/*: most of those
 # through image/lib.sh): installing Debian packages, the Swift toolchain,
 # the checks' PASS/FAIL lines and counts, --help.
-# Bash only: scripts/vm/guest-test (sh) and image/test/guest.sh (copied
-# alone into the image's share) keep their own.
+# Bash only: image/test/guest.sh (sh, copied alone into the image's
+# share) keeps its own.
 
 # The Debian 12 packages the build and the tests need.
 # (libsndfile, libsoxr, libebur128 and libmp3lame: the voice-pack builder, soundboxctl voice build.)

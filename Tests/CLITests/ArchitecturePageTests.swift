@@ -62,6 +62,34 @@ import Testing
         #expect(missing.isEmpty, "docs/ARCHITECTURE.md does not name (as `code`): \(missing.joined(separator: ", ")); add each where it belongs on the page")
     }
 
+    /// The repository's top-level folders that "What lives outside Swift"
+    /// must name as `**name/**`: all but the hidden ones, those .gitignore
+    /// ignores (`/out/`) and the Swift and docs folders the page is about.
+    static func foldersOutsideSwift(_ names: [String], gitignore: String) -> [String] {
+        let ignored = Set(gitignore.split(separator: "\n").compactMap { line -> String? in
+            line.hasPrefix("/") && line.hasSuffix("/") ? String(line.dropFirst().dropLast()) : nil
+        })
+        return names.filter { !$0.hasPrefix(".") && !ignored.contains($0) && !["Sources", "Tests", "docs"].contains($0) }.sorted()
+    }
+
+    @Test func namesEveryFolderOutsideSwift() throws {
+        let fm = FileManager.default
+        let names = try fm.contentsOfDirectory(atPath: Self.root).filter { name in
+            var isDir: ObjCBool = false
+            return fm.fileExists(atPath: Self.root + "/" + name, isDirectory: &isDir) && isDir.boolValue
+        }
+        let folders = Self.foldersOutsideSwift(names, gitignore: try String(contentsOfFile: Self.root + "/.gitignore", encoding: .utf8))
+        #expect(["image", "scripts", "systest"].allSatisfy(folders.contains), "top-level folders found: \(folders)")
+        let page = try String(contentsOfFile: Self.root + "/docs/ARCHITECTURE.md", encoding: .utf8)
+        let missing = folders.filter { !page.contains("**\($0)/**") }
+        #expect(missing.isEmpty, "docs/ARCHITECTURE.md's \"What lives outside Swift\" does not name: \(missing.map { "**\($0)/**" }.joined(separator: ", "))")
+    }
+
+    @Test func ignoredAndSwiftFoldersNeedNoBullet() {
+        #expect(Self.foldersOutsideSwift(["out", ".git", "Sources", "Tests", "docs", "bench", "new"], gitignore: "/.build/\n/out/\n*.o\n")
+                == ["bench", "new"])
+    }
+
     /// The wildcard covers system libraries only, and only by prefix.
     @Test func aWildcardCoversOnlySystemLibraries() {
         let page = "| `C*` | one system-library target per C library |"
