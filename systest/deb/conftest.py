@@ -26,10 +26,14 @@ class Root:
 
     def __init__(self):
         self.path = tempfile.mkdtemp(prefix="sbdeb.", dir=os.environ.get("TMPDIR", "/tmp"))
-        subprocess.run(["tar", "-xf", setting("SOUNDBOX_DEB_BASE"), "-C", self.path], check=True)
-        subprocess.run(["mount", "-t", "proc", "proc", f"{self.path}/proc"], check=True)
-        subprocess.run(["mount", "--bind", "/dev", f"{self.path}/dev"], check=True)
-        shutil.copy("/etc/resolv.conf", f"{self.path}/etc/resolv.conf")
+        try:
+            subprocess.run(["tar", "-xf", setting("SOUNDBOX_DEB_BASE"), "-C", self.path], check=True)
+            subprocess.run(["mount", "-t", "proc", "proc", f"{self.path}/proc"], check=True)
+            subprocess.run(["mount", "--bind", "/dev", f"{self.path}/dev"], check=True)
+            shutil.copy("/etc/resolv.conf", f"{self.path}/etc/resolv.conf")
+        except BaseException:
+            self.remove()
+            raise
 
     def file(self, path):
         return self.path + path
@@ -88,6 +92,8 @@ def installed(deb_amd64):
     upgrade, then the purge (test_deb.py's order), each on what the one
     before left. Run alone, a later one makes the steps before it."""
     root = Root()
-    root.apt_log = root.install(deb_amd64)
-    yield root
-    root.remove()
+    try:
+        root.apt_log = root.install(deb_amd64)
+        yield root
+    finally:
+        root.remove()  # also when the install failed: no mount left behind

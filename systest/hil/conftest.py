@@ -88,7 +88,7 @@ class Box:
         until(lambda: f"soundboxd ({self.name}) holding its 4 lines (log: {self.log.tail()})",
               lambda: self.lines_held() >= 4, 60)
         until(lambda: f"soundboxd ({self.name}) answering on its socket (log: {self.log.tail()})",
-              lambda: self.run_ctl("status")[0] == 0, 30)
+              lambda: self.board.run(self.ctl_line("status"))[0] == 0, 30)
 
     def stop(self):
         if self.pid:
@@ -96,15 +96,12 @@ class Box:
             self.board.stopped(self.pid, timeout=30)
             self.pid = None
 
-    def run_ctl(self, args, timeout=30):
-        return self.board.run(f"SOUNDBOX_SOCKET={self.work}/control.sock {self.runner} "
-                              f"{self.bin}/soundboxctl {args}", timeout=timeout)
+    def ctl_line(self, args):
+        return f"SOUNDBOX_SOCKET={self.work}/control.sock {self.runner} {self.bin}/soundboxctl {args}"
 
     def ctl(self, args, timeout=30):
-        rc, out = self.run_ctl(args, timeout=timeout)
-        if rc != 0:
-            raise AssertionError(f"soundboxctl {args} exited {rc}: {out[-500:]}")
-        return out
+        """soundboxctl ARGS on the board: its output, or the test fails."""
+        return self.board.check(self.ctl_line(args), timeout=timeout)
 
     def say(self, amount, pid):
         self.ctl(f"say {amount} --id {shlex.quote(pid)}")
