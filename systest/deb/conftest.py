@@ -5,6 +5,7 @@ image/test-deb sets SOUNDBOX_DEB_BASE (the tarball), SOUNDBOX_DEB_AMD64
 and SOUNDBOX_DEB_ARM64 (the packages image/build-deb made). No systemd
 runs in a chroot: the daemon is started as its unit would start it."""
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -40,7 +41,7 @@ class Root:
 
     def run(self, cmd, check=False):
         """CMD (a shell line) inside the root, as root: (exit status, output)."""
-        p = subprocess.run(["chroot", self.path, "/bin/sh", "-c", f"{ENV} sh -c {quote(cmd)}"],
+        p = subprocess.run(["chroot", self.path, "/bin/sh", "-c", f"{ENV} sh -c {shlex.quote(cmd)}"],
                            capture_output=True, text=True)
         out = (p.stdout + p.stderr).strip()
         if check and p.returncode != 0:
@@ -69,10 +70,6 @@ class Root:
         for m in sorted((m for m in mounts if m == real or m.startswith(real + "/")), reverse=True):
             subprocess.run(["umount", "-l", m], check=False)
         shutil.rmtree(self.path, ignore_errors=True)
-
-
-def quote(s):
-    return "'" + s.replace("'", "'\\''") + "'"
 
 
 @pytest.fixture(scope="session")
