@@ -1,8 +1,7 @@
 # Shared by the host-side scripts (scripts/*, image/*: most of those
 # through image/lib.sh): installing Debian packages, the Swift toolchain,
 # the checks' PASS/FAIL lines and counts, --help.
-# Bash only: image/test/guest.sh (sh, copied alone into the image's
-# share) keeps its own.
+# Bash only.
 
 # The Debian 12 packages the build and the tests need.
 # (libsndfile, libsoxr, libebur128 and libmp3lame: the voice-pack builder, soundboxctl voice build.)

@@ -1,21 +1,16 @@
-#!/usr/bin/env python3
 """What the image's boot test reads off its logs, as functions with tests
 (systest/unit/test_bootlog.py) rather than greps in shell: which payments
 were spoken how often across power cuts, what a boot was doing when its
 power went, which slot an install was writing.
 
-A boot's logs (image/boot-test, image/test/guest.sh): receipts-N.log, the
-guest's `mosquitto_sub -v` of the receipts topic ("TOPIC {json}" lines)
-and its markers (BOOTED, READY, TRYING, DONE, ...); journal-N.log,
-soundboxd's log ("speaking id=X seq=N plays=P [summary=G]").
+A boot's logs (systest/image's harness, in the guest): receipts-N.log,
+the backend's `mosquitto_sub -v` of the receipts topic ("TOPIC {json}"
+lines); boot-N.txt, its markers (BOOTED with the slots, READY);
+journal-N.log, soundboxd's log ("speaking id=X seq=N plays=P [summary=G]").
 
-Python's standard library only: image/boot-test runs it with Debian's
-python3 (`python3 systest/bootlog.py COMMAND ...`; --help lists them).
+Python's standard library only.
 """
-import argparse
-import glob
 import re
-import sys
 
 STREAM_ID = r"[CS][0-9]+-[0-9]+"  # the payments a streaming boot sends: C<boot>-<n>, S<boot>-<n>
 SPEAKING = re.compile(rf"speaking id=({STREAM_ID}) seq=[0-9]+ plays=([0-9]+)(?: summary=([0-9]+))?")
@@ -96,34 +91,3 @@ def read(path):
             return f.read()
     except FileNotFoundError:
         return ""
-
-
-def main(argv):
-    ap = argparse.ArgumentParser(prog="systest/bootlog.py", description=__doc__.split("\n\n")[0])
-    sub = ap.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("exactly-once", help="the streaming boots FIRST..LAST of DIR: exit 1 when not exactly once")
-    p.add_argument("dir"), p.add_argument("first", type=int), p.add_argument("last", type=int)
-    p = sub.add_parser("spoken", help="ID's starts and played receipts over DIR's logs: 'STARTS PLAYED'")
-    p.add_argument("dir"), p.add_argument("id")
-    p = sub.add_parser("hit", help="what the boot of a receipts log was doing at its end")
-    p.add_argument("receipts")
-    p = sub.add_parser("writing-slot", help="the slot (A, B) an install was writing at the end, or nothing")
-    p.add_argument("receipts")
-    a = ap.parse_args(argv)
-    if a.command == "exactly-once":
-        ok, account = exactly_once([(read(f"{a.dir}/receipts-{n}.log"), read(f"{a.dir}/journal-{n}.log"))
-                                    for n in range(a.first, a.last + 1)])
-        print(account)
-        return 0 if ok else 1
-    if a.command == "spoken":
-        logs = lambda kind: [read(f) for f in sorted(glob.glob(f"{a.dir}/{kind}-*.log"))]
-        print(*spoken(logs("journal"), logs("receipts"), a.id))
-    elif a.command == "hit":
-        print(hit(read(a.receipts)))
-    elif a.command == "writing-slot":
-        print(writing_slot(read(a.receipts)) or "")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

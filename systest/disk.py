@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """A card after a power cut, checked as the next boot would find it: each
 ext4 partition (the state and both root slots) copied out, its journal
 replayed as a mount would, then `e2fsck -fn`; the payment queue's
@@ -6,20 +5,12 @@ database (soundbox.db and its WAL, read with debugfs) through SQLite's
 `PRAGMA integrity_check`. A root slot no update has written yet holds no
 filesystem and is passed over; so is the slot an install was writing at
 the cut (RAUC marked it bad before writing; the next install writes it
-whole).
-
-    python3 systest/disk.py DISK LABEL --state P --roots PA PB [--skip P] [--work DIR]
-
-prints "PASS disk_LABEL (...)" or a "FAIL fsck_LABEL: ..." /
-"FAIL sqlite_LABEL: ..." line per finding (image/boot-test counts them);
-exit status 1 when one failed. Python's standard library, e2fsprogs and
-sqlite3 only (image/boot-test runs it with Debian's python3).
+whole). check() returns the findings (systest/image fails a test on
+any). Python's standard library, e2fsprogs and sqlite3 only.
 """
-import argparse
 import json
 import os
 import subprocess
-import sys
 import tempfile
 
 # e2fsprogs and sfdisk live in /usr/sbin, which a user's PATH may lack.
@@ -74,23 +65,3 @@ def check(disk, label, state, roots, skip=None, work=None):
     if not findings:
         findings.append((True, f"disk_{label}", "e2fsck -fn clean on state and root, integrity_check ok"))
     return findings
-
-
-def main(argv):
-    ap = argparse.ArgumentParser(prog="systest/disk.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("disk"), ap.add_argument("label")
-    ap.add_argument("--state", type=int, required=True)
-    ap.add_argument("--roots", type=int, nargs=2, required=True)
-    ap.add_argument("--skip", type=int)
-    ap.add_argument("--work", help="where the partitions are copied (default: TMPDIR)")
-    a = ap.parse_args(argv)
-    if a.skip:
-        print(f"{a.label}: partition {a.skip} not checked: the install was writing it at the cut")
-    findings = check(a.disk, a.label, a.state, a.roots, a.skip, a.work)
-    for ok, name, detail in findings:
-        print(f"PASS {name} ({detail})" if ok else f"FAIL {name}: {detail}")
-    return 0 if all(ok for ok, _, _ in findings) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -9,7 +9,7 @@ import Soundbox
 /// ranges, drops, slow sends), real curl and a real soundboxd. What cannot
 /// exist here — two root slots, RAUC, a reboot — is the stand-in helper
 /// below, speaking the helper's protocol (`update.helper`); the image's real
-/// helper runs under QEMU (image/boot-test).
+/// helper runs under QEMU (systest/image).
 final class UpdateRig {
     let link: Link
     let system: String
