@@ -91,7 +91,7 @@ public struct PushTally: Sendable {
                 case .bool(true)?: settle(id, .applied)
                 case .bool(false)?:
                     if case .object(let members)? = v["rejected"], !members.isEmpty {
-                        settle(id, .refused(members.map { Self.text($0.1) ?? $0.0 }.joined(separator: "; ")))
+                        settle(id, .refused(members.map { Self.text($0.1) ?? TextFile.excerpt($0.0, limit: 300) }.joined(separator: "; ")))
                     } else {
                         settle(id, .refused("refused (no reason given)"))
                     }
@@ -123,6 +123,7 @@ public struct PushTally: Sendable {
         }
     }
 
+    /// A device's reason as shown (escaped and bounded: `TextFile.excerpt`).
     private static func text(_ v: JSONValue?) -> String? {
         guard case .string(let s)? = v else { return nil }
         return TextFile.excerpt(s, limit: 300)

@@ -8,8 +8,9 @@
 ///   written as is;
 /// - anything else is quoted: `"` + the value + `"`, with `\"` and `\\`,
 ///   `\n`, `\r`, `\t`, and every other control or invisible formatting
-///   character (C0, DEL, C1, line/paragraph separators, bidirectional
-///   overrides) as `\u{XXXX}`; the empty value is `""`.
+///   character (C0, DEL, C1, zero-width characters, line/paragraph
+///   separators, bidirectional overrides, isolates and marks, the byte
+///   order mark) as `\u{XXXX}`; the empty value is `""`.
 ///
 /// `parse` reads a line back exactly (tests rely on it).
 public enum LogLine {
@@ -55,11 +56,16 @@ public enum LogLine {
         }
     }
 
-    /// Characters that must never reach a log raw: controls, and the
-    /// invisible ones that reorder or break what a reader sees.
+    /// Characters that must never reach a log raw: controls (C0, DEL, C1),
+    /// and the invisible ones that reorder or break what a reader sees:
+    /// the Arabic letter mark U+061C, zero-width spaces and joiners and the
+    /// LRM/RLM marks U+200B-200F, line and paragraph separators and the
+    /// embeddings and overrides U+2028-202E, the word joiner, invisible
+    /// operators and the isolates U+2060-206F, the byte order mark U+FEFF
+    /// and the interlinear annotations U+FFF9-FFFB.
     static func isHidden(_ u: Unicode.Scalar) -> Bool {
         switch u.value {
-        case 0..<0x20, 0x7F...0x9F, 0x200B...0x200F, 0x2028...0x202E, 0x2060...0x206F, 0xFEFF, 0xFFF9...0xFFFB: true
+        case 0..<0x20, 0x7F...0x9F, 0x061C, 0x200B...0x200F, 0x2028...0x202E, 0x2060...0x206F, 0xFEFF, 0xFFF9...0xFFFB: true
         default: false
         }
     }

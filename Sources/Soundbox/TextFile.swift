@@ -37,18 +37,29 @@ public enum TextFile {
         String(decoding: bytes.last == UInt8(ascii: "\r") ? bytes.dropLast() : bytes, as: UTF8.self)
     }
 
-    /// User text as an error quotes it: at most `limit` characters (Unicode
-    /// scalars), each control or invisible one escaped as a log line would
-    /// write it (`LogLine.appendVisible`: `\r`, `\u{FEFF}`); a longer text
-    /// ends in "… (N bytes)" so that a 10 MB value is not echoed whole.
-    public static func excerpt(_ text: some StringProtocol, limit: Int = 40) -> String {
+    /// Text from elsewhere shown whole to people (what devices report
+    /// about themselves in soundbox-fleet's table, CSV and JSON): each
+    /// control or invisible scalar escaped as a log line would write it
+    /// (`LogLine.appendVisible`: `\n`, `\r`, `\t`, `\u{1B}`, `\u{202E}`),
+    /// everything else, spaces and any script, as it is. A backslash stays
+    /// a backslash, so escaping twice changes nothing: text escaped once on
+    /// its way in (`excerpt`) is shown the same.
+    public static func visible(_ text: some StringProtocol) -> String { visible(scalars: text.unicodeScalars) }
+
+    private static func visible(scalars: some Sequence<Unicode.Scalar>) -> String {
         var out = ""
-        var count = 0
-        for u in text.unicodeScalars {
-            if count == limit { return out + "… (\(text.utf8.count) bytes)" }
-            LogLine.appendVisible(u, to: &out)
-            count += 1
-        }
+        for u in scalars { LogLine.appendVisible(u, to: &out) }
         return out
+    }
+
+    /// User text as an error quotes it: at most `limit` characters (Unicode
+    /// scalars) of it `visible`; a longer text ends in "… (N bytes)" so
+    /// that a 10 MB value is not echoed whole.
+    public static func excerpt(_ text: some StringProtocol, limit: Int = 40) -> String {
+        let scalars = text.unicodeScalars
+        guard let end = scalars.index(scalars.startIndex, offsetBy: limit, limitedBy: scalars.endIndex), end < scalars.endIndex else {
+            return visible(text)
+        }
+        return visible(scalars: scalars[..<end]) + "… (\(text.utf8.count) bytes)"
     }
 }

@@ -66,7 +66,9 @@ func payCommand(_ args: Arguments, _ out: Output) throws(Failure) {
             let until = receipts.isEmpty ? min(deadline, nextSend) : deadline
             guard let m = link.next(timeout: max(0.01, until - MonotonicClock.seconds())) else { continue }
             guard !m.retained, m.payload.count <= 64 << 10, let v = try? JSONValue.parse(m.payload),
-                  case .string(id)? = v["id"], case .string(let status)? = v["status"] else { continue }
+                  case .string(id)? = v["id"], case .string(let said)? = v["status"] else { continue }
+            // As shown (escaped once, TextFile.visible): the device's words are only compared with plain ones.
+            let status = TextFile.visible(said)
             if !receipts.contains(status) && !(status == "duplicate" && receipts.contains("queued")) {
                 receipts.append(status)
                 if !out.json { print("\(status)\(v["reason"].flatMap { if case .string(let r) = $0 { ": " + TextFile.excerpt(r, limit: 300) } else { nil } } ?? "")") }

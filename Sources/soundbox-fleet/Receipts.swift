@@ -28,7 +28,8 @@ func receiptsCommand(_ args: Arguments, _ out: Output) throws(Failure) {
     let link = try connect(args, persistent: args.setting("--client-id") != nil) { m in
         guard let device = deviceOfReceipt(m.topic, prefix: p), m.payload.count <= 64 << 10,
               let v = try? JSONValue.parse(m.payload) else { return }
-        let line = Array((JSONValue.object([("device", .string(device)), ("receipt", v)]).text + "\n").utf8)
+        // The receipt's strings as shown (escaped: TextFile.visible), like every device's words.
+        let line = Array((JSONValue.object([("device", .string(TextFile.visible(device))), ("receipt", v.shown)]).text + "\n").utf8)
         writeAll(1, line)
         wake.broadcast { seen.n += 1 }
     }

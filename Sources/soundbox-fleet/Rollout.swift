@@ -198,7 +198,9 @@ func timestamp(_ t: time_t) -> String {
 }
 
 /// Where a rollout stands: its phase, stage, and the devices by state.
-func report(_ record: RolloutRecord, _ devices: [RolloutDevice], _ out: Output) {
+func report(_ record: RolloutRecord, _ stored: [RolloutDevice], _ out: Output) {
+    // The devices' reasons as shown (escaped: docs/fleet.md "What devices say, as shown").
+    let devices = stored.map(\.shown)
     let stages = (devices.map(\.stage).max() ?? -1) + 1
     var counts: [String: Int] = [:]
     for d in devices { counts[d.state.rawValue, default: 0] += 1 }

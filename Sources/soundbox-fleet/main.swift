@@ -98,6 +98,9 @@ let usage = """
       --json          machine-readable output on stdout
       -h, --help      this help;  --version (alone)  the version
 
+    What devices say (versions, voices, reasons, receipts) is shown with every
+    control or invisible character escaped: \\u{202E}, \\n (docs/fleet.md).
+
     Exit status: 0 success, 1 failure (explained), 2 usage error.
     """
 
@@ -278,7 +281,8 @@ func devicesCommand(_ args: Arguments, _ out: Output) throws(Failure) {
     defer { link.close() }
     let (inv, complete) = try inventory(args, link, prefix: p, exact: select.named)
     let now = Int64(time(nil))
-    let picked = inv.select(select, now: now)
+    // What the devices say, escaped for every output below (docs/fleet.md "What devices say, as shown").
+    let picked = inv.select(select, now: now).map(\.shown)
     if !complete {
         printError("note: the broker did not return the tool's marker within the timeout: the list may be incomplete (may the account publish to \(link.syncTopic)?)")
     }

@@ -13,9 +13,11 @@ struct FleetRun {
     let stdout: String
     let stderr: String
 
-    init(_ broker: Broker, _ args: [String], sourceLocation: SourceLocation = #_sourceLocation) throws {
+    /// `whileRunning`: runs once the tool has started (a device answering it).
+    init(_ broker: Broker, _ args: [String], whileRunning: () throws -> Void = {}, sourceLocation: SourceLocation = #_sourceLocation) throws {
         let r = try CommandRun([Build.fleet, "--host", "127.0.0.1", "--port", "\(broker.port)", "--timeout", "20"] + args,
-                               environment: ["PATH": "/usr/bin:/bin", "SOUNDBOX_FLEET_STATE": broker.dir + "/fleet-state/fleet.db"], timeout: 120)
+                               environment: ["PATH": "/usr/bin:/bin", "SOUNDBOX_FLEET_STATE": broker.dir + "/fleet-state/fleet.db"], timeout: 120,
+                               whileRunning: whileRunning)
         #expect(!r.timedOut, "soundbox-fleet \(args) still running after 120 s (killed)", sourceLocation: sourceLocation)
         (status, stdout, stderr) = (r.status, r.stdout, r.stderr)
     }
