@@ -226,8 +226,8 @@ struct Commands: Sendable {
         ControlAck(.system, command: command, "too many requests are waiting to be spoken; try again when they are done")
     }
 
-    /// update status | update cancel | update install PATH|URL [--sha256 H] [--version V] [--force]
-    /// (PATH: a bundle file on the box, absolute, as soundboxctl resolved it).
+    /// update status | update cancel | update install NAME|URL [--sha256 H] [--version V] [--force]
+    /// (NAME: a bundle soundboxctl put in the update folder).
     static func update(_ c: Context, _ a: [String]) throws(ControlAck) -> ControlReply {
         let usage = "usage: update status | update cancel | update install FILE|URL [--sha256 HEX] [--version V] [--force]"
         let answer: Updater.Answer
@@ -258,7 +258,7 @@ struct Commands: Sendable {
         let system = c.device.updates.system.withLock { $0 }
         var r = ControlReply()
         r.add("state", record.phase.rawValue)
-        if record.phase == .installing { r.add("progress", record.progress) }
+        if [.downloading, .installing].contains(record.phase) { r.add("progress", record.progress) }
         if let v = record.version { r.add("version", v) }
         if let reason = record.reason { r.add("reason", reason) }
         r.add("running", system.version)

@@ -145,15 +145,11 @@ struct CommandRoute: InboxRoute {
             _ = scheduler.submit(.test)
         case .update(let request):
             log.info("cmd", ["cmd": "update", "version": request.version ?? "-"])
-            // Accepted: its receipts follow (installing …); refused: one failed receipt says why.
+            // Accepted: its receipts follow (downloading …); refused: one failed receipt says why.
             if case .refused(let reason) = updater.start(request) {
                 log.warning("cmd_rejected", ["cmd": "update", "reason": reason])
                 updater.refusedReceipt(request, reason)
             }
-        case .updateCancel(let id):
-            log.info("cmd", ["cmd": "update-cancel", "id": id ?? "-"])
-            // Accepted: the update's own receipt says "failed" with reason "cancelled".
-            if case .refused(let reason) = updater.cancel(id: id) { log.warning("cmd_rejected", ["cmd": "update-cancel", "reason": reason]) }
         }
         return nil
     }

@@ -1,6 +1,7 @@
-// ~460 lines: the update's decisions still sit beside its subprocess calls, its watch of the install and its file writes; issue 40's pure UpdateFlow takes the decisions out.
+// ~570 lines: the update's decisions still sit beside its subprocess calls and file writes; issue 40 moves them into a pure UpdateFlow.
 import Glibc
 import Soundbox
+import SoundboxCrypto
 import SoundboxSystem
 
 /// What the system says about itself through the image's update helper
@@ -39,17 +40,16 @@ struct UpdateView: Sendable {
 }
 
 /// System updates (image/README.md "Updates"): one request at a time,
-/// from the signed `cmd update` or `soundboxctl update install`. The image's
-/// helper has RAUC install the bundle at a quiet moment: a URL streamed
-/// straight into the other slot (nothing is downloaded first, so the state
-/// partition needs no room for it), a technician's file where it is. Then
-/// the other slot is armed for one try and the box rebooted once the queue
-/// is empty (or, past `update.reboot_deadline_s`, at the next pause between
-/// payments). Back up on the new slot, the update is committed once the
-/// daemon has come up with durable storage and the broker connected; on
-/// the old slot it has rolled back. The record (`update/state`) survives
-/// power cuts, so each step is taken again or carried on (an install cut
-/// short starts over).
+/// from the signed `cmd update` or `soundboxctl update install`. A URL is
+/// downloaded into the update folder (free space checked first, resumed
+/// after a drop or a power cut, its SHA-256 verified); the bundle is
+/// installed by the image's helper (RAUC) at a quiet moment, the other slot
+/// armed for one try, and the box rebooted once the queue is empty (or, past
+/// `update.reboot_deadline_s`, at the next pause between payments). Back up
+/// on the new slot, the update is committed once the daemon has come up
+/// with durable storage and the broker connected; on the old slot it has
+/// rolled back. The record (`update/state`) survives power cuts, so each
+/// step is taken again or carried on.
 final class Updater: Service, @unchecked Sendable {
     let name = "update"
     let directory: String
@@ -71,15 +71,11 @@ final class Updater: Service, @unchecked Sendable {
     private var cancelAsked = false              // guarded by cond
     private var stopping = false                 // guarded by cond
     private var job = Subprocess()               // guarded by cond
-    private var installEnded: Subprocess.Outcome? // guarded by cond: the helper's install is over
-    private var moved = 0.0                       // guarded by cond: when the install's progress last moved
-    private var lastLine = ""                     // guarded by cond: the install's last words
 
+    /// What is kept free on the state partition for the queue, beyond a download.
+    static let reserve: Int64 = 64 << 20
     static let stateFile = "state"
-    /// What the request asked, for the image's pre-install handler (root):
-    /// `version=` (the bundle must be that version) and `force=yes` (a
-    /// technician's downgrade). Written before each install, removed after.
-    static let requestFile = "request"
+    static let downloadFile = "download.raucb"
 
     init(config: Config, view: UpdateView, storage: Storage, wake: Wakeup, playback: Shared<Scheduler.Status>,
          link: Shared<LinkStatus>, settings: Settings, changes: Changes, environment: [String: String], bootID: String) {
@@ -108,6 +104,9 @@ final class Updater: Service, @unchecked Sendable {
         guard access(helper, X_OK) == 0 else {
             return .refused("this box cannot update itself: no update helper at \(helper) (updates need the Soundbox image)")
         }
+        if case .file(let name) = r.source {
+            do { try Files.checkRegular(directory + "/" + name) } catch { return .refused(error.description) }
+        }
         let running = view.system.withLock { $0.version }
         if let v = r.version, !r.force, DebianVersion.compare(v, running) <= 0 {
             return .refused(v == running ? "\(v) already runs" : "older than what runs: \(v), running \(running) (a technician may force it)")
@@ -123,17 +122,15 @@ final class Updater: Service, @unchecked Sendable {
             cancelAsked = false
             // Shown at once (status, `update install --wait`); the updater's thread records it.
             var starting = UpdateRecord()
-            starting.phase = .installing
+            if case .url = r.source { starting.phase = .downloading } else { starting.phase = .installing }
             starting.version = r.version; starting.id = r.id
             view.record.withLock { $0 = starting }
             return .accepted(starting)
         }
     }
 
-    /// Stops an install (a streamed one at once; a file's once its slot
-    /// is written, which is then not armed) or a waiting reboot.
-    func cancel(id: String? = nil) -> Answer {
-        if let id, record.id != id { return .refused("no update \(id) is under way (\(record.summary))") }
+    /// Stops a download or a waiting reboot; an install under way finishes.
+    func cancel() -> Answer {
         // Not started yet: dropped (the updater's thread is waiting, nothing else writes the record).
         if cond.broadcast({ () -> Bool in defer { request = nil }; return request != nil }) {
             set(.failed, reason: "cancelled")
@@ -141,13 +138,11 @@ final class Updater: Service, @unchecked Sendable {
         }
         let current = record
         switch current.phase {
-        case .waitingToReboot:
+        case .downloading, .waitingToReboot:
             let running: Subprocess = cond.broadcast { cancelAsked = true; return job }
             running.stop(grace: 2)
             return .accepted(current)
-        case .installing:
-            cond.broadcast { cancelAsked = true }
-            return .accepted(current)
+        case .installing: return .refused("the bundle is being installed and cannot be interrupted; cancel once it waits to reboot")
         default: return .refused("no update is under way (\(current.summary))")
         }
     }
@@ -161,8 +156,6 @@ final class Updater: Service, @unchecked Sendable {
             log.error("update_folder_failed", ["path": directory, "error": FileError.phrase(errno: errno)])
         }
         chmod(directory, 0o770)
-        // Earlier versions downloaded bundles here; a download they left would hold the space for good.
-        for name in ["download.raucb", "download.raucb.part", "force"] { unlink(directory + "/" + name) }
         refreshSystem()
         resume()
         while true {
@@ -175,10 +168,11 @@ final class Updater: Service, @unchecked Sendable {
         }
     }
 
-    /// An install or a reboot the helper is making goes on without us
-    /// (RAUC's service finishes it; the next start installs again).
+    /// A download stops; an install or a reboot the helper is making goes
+    /// on without us (RAUC's service finishes it; the next start resumes).
     func shutdown(deadline: Double) {
-        cond.broadcast { stopping = true }
+        let downloading = record.phase == .downloading
+        cond.broadcast { stopping = true; if downloading { job.stop(grace: max(0, min(1, deadline - SystemClock.monotonic()))) } }
     }
 
     private var cancelled: Bool { cond.broadcast { cancelAsked || stopping } }
@@ -188,11 +182,13 @@ final class Updater: Service, @unchecked Sendable {
         let r = record
         let slot = view.system.withLock { $0.slot }
         switch r.phase {
-        case .installing:
-            let source: UpdateRequest.Source? = r.url.map { .url($0) } ?? r.file.map { .file($0) }
-            guard let source else { return }
+        case .downloading, .installing:
+            guard let sha = r.sha256, let url = r.url else {
+                if let file = r.file { log.info("resuming", ["phase": r.phase.rawValue]); perform(UpdateRequest(source: .file(file), version: r.version, id: r.id, force: r.force), resumed: true) }
+                return
+            }
             log.info("resuming", ["phase": r.phase.rawValue, "version": r.version ?? "-"])
-            perform(UpdateRequest(source: source, sha256: r.sha256, version: r.version, id: r.id, size: r.size, force: r.force), resumed: true)
+            perform(UpdateRequest(source: .url(url), sha256: sha, version: r.version, id: r.id, size: r.size, force: r.force), resumed: true)
         case .waitingToReboot, .trying:
             if let to = r.toSlot, slot == to {
                 if r.phase == .waitingToReboot { set(.trying, reason: nil) }
@@ -237,21 +233,124 @@ final class Updater: Service, @unchecked Sendable {
         var rec = resumed ? record : UpdateRecord()
         rec.version = r.version; rec.id = r.id; rec.force = r.force; rec.reason = nil
         rec.fromSlot = rec.fromSlot ?? system.slot
-        let source: String
+        let file: String
         switch r.source {
         case .url(let url):
-            rec.url = url; rec.sha256 = r.sha256; rec.size = r.size; rec.file = nil
-            source = url
-        case .file(let path):
-            rec.file = path; rec.url = nil; rec.sha256 = nil; rec.size = nil
-            source = path
+            rec.url = url; rec.sha256 = r.sha256; rec.size = r.size; rec.file = Self.downloadFile
+            file = Self.downloadFile
+            if !(resumed && rec.phase == .installing) {
+                rec.phase = .downloading
+                save(rec, receipt: true)
+                guard download(url, sha256: r.sha256!, size: r.size) else { return }
+            }
+        case .file(let name):
+            rec.file = name; rec.url = nil; rec.sha256 = nil; rec.size = nil
+            file = name
         }
-        install(source, rec)
+        install(directory + "/" + file, force: r.force)
+    }
+
+    // MARK: Download
+
+    /// Downloads `url` to download.raucb (through download.raucb.part,
+    /// resumed with an HTTP range), then checks its SHA-256.
+    private func download(_ url: String, sha256: String, size: Int64?) -> Bool {
+        let part = directory + "/" + Self.downloadFile + ".part", final = directory + "/" + Self.downloadFile
+        // Downloaded before a power cut but not yet installed: verified again.
+        if Files.exists(final) && !Files.exists(part) { rename(final, part) }
+        guard let total = size ?? contentLength(url) else { return false }
+        guard total <= UpdateRequest.maxSize else { return fail("the bundle is \(total >> 20) MiB, more than a slot holds (\(UpdateRequest.maxSize >> 20) MiB)") }
+        if Self.fileSize(part) > total { unlink(part) }
+        let free = Self.freeBytes(directory)
+        let need = total - Self.fileSize(part)
+        if need + Self.reserve > free {
+            unlink(part)
+            return fail("not enough space on the state partition: the bundle needs \(need >> 20) MiB more and \(Self.reserve >> 20) MiB stay for the queue; \(free >> 20) MiB are free")
+        }
+        var failures = 0, lastSize = Self.fileSize(part)
+        while Self.fileSize(part) < total {
+            if cancelled { return abandon(part) }
+            var reason = ""
+            let ticker = Ticker(every: 1) { [self] in progress(Self.fileSize(part), of: total) }
+            let outcome = currentJob.run(curl(url, part, limit: total), environment: childEnvironment) { line in reason = line }
+            ticker.stop()
+            if cancelled { return abandon(part) }
+            switch outcome {
+            case .exited(0) where Self.fileSize(part) < total:
+                reason = "the server ended the bundle early at \(Self.fileSize(part)) of \(total) bytes"
+            case .exited(0): continue
+            case .exited(23), .signaled(SIGXFSZ):   // curl: write error (the disk is full, a file-size limit)
+                unlink(part)
+                return fail("could not write the download (\(TextFile.excerpt(reason.isEmpty ? "\(outcome)" : reason, limit: 120))): \(Self.freeBytes(directory) >> 20) MiB free on the state partition")
+            case .exited(33), .exited(36):   // the server cannot resume: from the start again
+                unlink(part)
+                continue
+            case .exited(63):
+                unlink(part)
+                return fail("the server sent more than the \(total) bytes announced")
+            case .exited(22):
+                return fail("download refused by the server: \(TextFile.excerpt(reason, limit: 200))")
+            case .notStarted(let e):
+                return fail("could not start curl: \(FileError.phrase(errno: e))")
+            default: break
+            }
+            let now = Self.fileSize(part)
+            failures = now > lastSize ? 1 : failures + 1
+            lastSize = now
+            log.warning("download_interrupted", ["bytes": "\(now)", "reason": TextFile.excerpt(reason, limit: 200), "attempt": "\(failures)"])
+            if failures >= 6 { return fail("download failed 6 times in a row: \(TextFile.excerpt(reason, limit: 200)) (kept \(now) bytes; ask again to resume)") }
+            _ = cond.wait(timeout: Double(min(30, 1 << failures))) { cancelAsked || stopping }
+        }
+        let got = Self.fileSize(part)
+        guard got == total else {
+            unlink(part)
+            return fail("the download is \(got) bytes, not the \(total) announced (a truncated or altered bundle)")
+        }
+        progress(got, of: total)
+        guard let digest = Self.sha256(of: part), digest == sha256 else {
+            unlink(part)
+            return fail("sha256 mismatch: the download is not the bundle the command named (a truncated or altered download)")
+        }
+        guard rename(part, final) == 0 else { return fail("rename \(part): \(FileError.phrase(errno: errno))") }
+        log.info("downloaded", ["bytes": "\(got)"])
+        return true
+    }
+
+    /// curl dies with the daemon (setpriv's parent-death signal): a daemon
+    /// killed mid-download must not leave a curl writing the file the next
+    /// daemon resumes.
+    static let curlCommand = ["/usr/bin/setpriv", "--pdeathsig", "KILL", "--", "/usr/bin/curl"]
+
+    private func curl(_ url: String, _ output: String, limit: Int64) -> [String] {
+        Self.curlCommand + ["--fail", "--silent", "--show-error", "--location", "--max-redirs", "3",
+         "--proto", "=http,https", "--proto-redir", "=http,https", "--connect-timeout", "20",
+         "--speed-limit", "1", "--speed-time", "60", "--max-filesize", "\(limit)", "--continue-at", "-",
+         "--output", output, "--", url]
+    }
+
+    /// The server's Content-Length for `url` (HEAD, redirects followed).
+    private func contentLength(_ url: String) -> Int64? {
+        var length: Int64?, last = ""
+        let outcome = currentJob.run(Self.curlCommand + ["--fail", "--silent", "--show-error", "--head", "--location", "--max-redirs", "3",
+                                      "--proto", "=http,https", "--proto-redir", "=http,https", "--connect-timeout", "20",
+                                      "--max-time", "60", "--", url], environment: childEnvironment) { line in
+            last = line
+            let lower = line.lowercased()
+            if lower.hasPrefix("content-length:") { length = Int64(String(lower.dropFirst(15).filter { $0 != " " && $0 != "\t" })) }
+        }
+        if cancelled { _ = abandon(nil); return nil }
+        guard outcome == .exited(0) else { _ = fail("could not reach the bundle: \(TextFile.excerpt(last, limit: 200))"); return nil }
+        guard let length, length > 0 else { _ = fail("the server did not say the bundle's size; send \"size\" with the command"); return nil }
+        return length
+    }
+
+    private func progress(_ bytes: Int64, of total: Int64) {
+        let pct = total > 0 ? Int(min(100, bytes * 100 / total)) : 0
+        step(pct)
     }
 
     /// Records progress; a receipt every 10 %.
     private func step(_ pct: Int) {
-        cond.broadcast { moved = SystemClock.monotonic() }
         var r = record
         guard pct != r.progress else { return }
         let receipt = pct / 10 != r.progress / 10
@@ -261,25 +360,24 @@ final class Updater: Service, @unchecked Sendable {
 
     // MARK: Install, arm, reboot
 
-    private func install(_ source: String, _ rec: UpdateRecord) {
+    private func install(_ bundle: String, force: Bool) {
         // A quiet moment: never while a payment is being spoken.
-        while !wake.waitIdle(timeout: 1) { if cancelled { _ = abandon(); return } }
-        if cancelled { _ = abandon(); return }
-        var r = rec
+        while !wake.waitIdle(timeout: 1) { if cancelled { _ = abandon(nil); return } }
+        if cancelled { _ = abandon(nil); return }
+        var r = record
         r.phase = .installing; r.progress = 0
         save(r, receipt: true)
-        let requestFile = directory + "/" + Self.requestFile
-        var asked = r.version.map { "version=\($0)\n" } ?? ""
-        if r.force { asked += "force=yes\n" }
-        guard Paths.replace(requestFile, with: asked) else {
-            _ = fail("could not write \(requestFile): \(FileError.phrase(errno: errno))")
-            return
+        let forceFile = directory + "/force"
+        if force { close(open(forceFile, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o640)) } else { unlink(forceFile) }
+        var last = ""
+        let outcome = currentJob.run([helper, "install", bundle], environment: childEnvironment) { [self] line in
+            if let pct = InstallProgress.percent(line) { step(pct) } else if !line.allSatisfy({ $0 == " " }) { last = line }
         }
-        guard let (outcome, last) = watchInstall(source) else { return }   // the daemon stops: RAUC goes on
-        unlink(requestFile)
-        if cond.broadcast({ cancelAsked }) { _ = abandon(); return }
+        unlink(forceFile)
+        if cancelled { return }
         guard outcome == .exited(0) else {
-            _ = fail(Self.stopped(last) ?? "install failed: \(TextFile.excerpt(last.isEmpty ? "\(outcome)" : last, limit: 300))")
+            unlink(bundle)   // refused: it would only take room on the state partition
+            _ = fail("install failed: \(TextFile.excerpt(last.isEmpty ? "\(outcome)" : last, limit: 300))")
             return
         }
         log.info("installed", ["version": record.version ?? "-"])
@@ -289,60 +387,19 @@ final class Updater: Service, @unchecked Sendable {
         r.phase = .waitingToReboot; r.progress = 100
         r.toSlot = armed.flatMap { ["A", "B"].contains($0) ? $0 : nil } ?? Self.other(r.fromSlot)
         save(r, receipt: true)
+        unlink(bundle)   // the slot holds it now (kept until then: a power cut before this installs it again)
         reboot()
     }
-
-    /// Runs `helper install SOURCE` on a thread of its own and watches it
-    /// from this one: a cancel, `update.install_deadline_s` since it began
-    /// or `update.install_stall_s` without its progress moving (a server
-    /// that trickles or stopped answering) has the helper stop RAUC's
-    /// streaming (`helper cancel`), which ends the install. Its outcome and
-    /// last line (the why, when it failed; "stopped: …" when the watch
-    /// stopped it); nil when the daemon stops meanwhile.
-    private func watchInstall(_ source: String) -> (Subprocess.Outcome, String)? {
-        let job = currentJob, began = SystemClock.monotonic()
-        let deadline = Double(settings.current[.updateInstallDeadline]), stall = Double(settings.current[.updateInstallStall])
-        cond.broadcast { installEnded = nil; moved = began; lastLine = "" }
-        let worker = ServiceThread(name: "update-install") { [self] in
-            let outcome = job.run([helper, "install", source], environment: childEnvironment) { [self] line in
-                if let pct = InstallProgress.percent(line) { step(pct) } else if !line.allSatisfy({ $0 == " " }) { cond.broadcast { lastLine = line } }
-            }
-            cond.broadcast { installEnded = outcome }
-        }
-        var why: String?
-        while !cond.wait(timeout: 1, until: { installEnded != nil || stopping }) {
-            guard why == nil else { continue }
-            let (asked, lastMove) = cond.broadcast { (cancelAsked, moved) }
-            let now = SystemClock.monotonic()
-            if asked { why = "cancelled" }
-            else if now - began > deadline { why = "the install did not end within \(Int(deadline)) s (update.install_deadline_s)" }
-            else if now - lastMove > stall {
-                why = "the install made no progress for \(Int(stall)) s (update.install_stall_s): the bundle's server trickles or stopped answering"
-            }
-            guard let why else { continue }
-            log.warning("install_stopping", ["reason": why])
-            var said = ""
-            if Subprocess().run([helper, "cancel"], environment: childEnvironment, line: { said = $0 }) != .exited(0) {
-                log.warning("helper_failed", ["helper": helper, "command": "cancel", "output": TextFile.excerpt(said, limit: 200)])
-            }
-        }
-        guard let outcome = cond.broadcast({ installEnded }) else { return nil }
-        _ = worker.join(timeout: 5)
-        return (outcome, why.map { "stopped: " + $0 } ?? cond.broadcast { lastLine })
-    }
-
-    /// The reason a watched install was stopped for (its last line "stopped: …").
-    static func stopped(_ last: String) -> String? { last.hasPrefix("stopped: ") ? String(last.dropFirst(9)) : nil }
 
     /// Reboots once the queue is empty; past the deadline, at the next
     /// pause between payments. Payments keep coming and being spoken meanwhile.
     private func reboot() {
         let deadline = SystemClock.monotonic() + Double(settings.current[.updateRebootDeadline])
         while !wake.waitIdle(timeout: 1) {
-            if cancelled { _ = abandon(); return }
+            if cancelled { _ = abandon(nil); return }
             if SystemClock.monotonic() > deadline && !playback.withLock({ $0.speaking }) { break }
         }
-        if cancelled { _ = abandon(); return }
+        if cancelled { _ = abandon(nil); return }
         var r = record
         r.rebootBoot = bootID
         save(r, receipt: false)
@@ -368,7 +425,7 @@ final class Updater: Service, @unchecked Sendable {
     private var currentJob: Subprocess { cond.broadcast { job } }
     private var childEnvironment: [String: String] {
         var env = ["PATH": environment["PATH"] ?? "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"]
-        for k in ["SOUNDBOX_UPDATE_TEST"] { env[k] = environment[k] }
+        for k in ["SOUNDBOX_UPDATE_TEST", "http_proxy", "https_proxy", "no_proxy"] { env[k] = environment[k] }
         env["SOUNDBOX_UPDATE_DIR"] = directory
         return env
     }
@@ -378,7 +435,7 @@ final class Updater: Service, @unchecked Sendable {
         var last = ""
         let outcome = currentJob.run([helper] + args, environment: childEnvironment) { l in line(l); last = l }
         guard outcome == .exited(0) else {
-            return cancelled ? abandon() : fail("could not \(what): \(TextFile.excerpt(last.isEmpty ? "\(outcome)" : last, limit: 300))")
+            return cancelled ? abandon(nil) : fail("could not \(what): \(TextFile.excerpt(last.isEmpty ? "\(outcome)" : last, limit: 300))")
         }
         return true
     }
@@ -404,11 +461,12 @@ final class Updater: Service, @unchecked Sendable {
         return false
     }
 
-    /// Cancelled: an armed try disarmed, the update failed "cancelled".
-    /// Stopped (the daemon stops, e.g. for the very reboot it asked for):
-    /// nothing changes; the next start carries on.
-    private func abandon() -> Bool {
+    /// Cancelled: the download deleted, an armed try disarmed, the update
+    /// failed "cancelled". Stopped (the daemon stops, e.g. for the very
+    /// reboot it asked for): nothing changes; the next start carries on.
+    private func abandon(_ part: String?) -> Bool {
         guard cond.broadcast({ cancelAsked }) else { return false }
+        if let part { unlink(part) }
         if record.phase == .waitingToReboot { _ = Subprocess().run([helper, "disarm"], environment: childEnvironment) }
         return fail("cancelled")
     }
@@ -425,13 +483,21 @@ final class Updater: Service, @unchecked Sendable {
         var r = r
         r.ts = SystemClock.nowMs() / 1000
         view.record.withLock { $0 = r }
-        let path = directory + "/" + Self.stateFile
-        if !Paths.replace(path, with: r.text) {
-            log.warning("state_not_saved", ["path": path, "error": FileError.phrase(errno: errno)])
+        let path = directory + "/" + Self.stateFile, tmp = path + ".tmp"
+        let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o640)
+        if fd >= 0 {
+            let bytes = Array(r.text.utf8)
+            let ok = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == bytes.count && fsync(fd) == 0
+            close(fd)
+            if ok && rename(tmp, path) == 0 {
+                Paths.syncFolder(containing: path)
+            } else {
+                log.warning("state_not_saved", ["path": path, "error": FileError.phrase(errno: errno)])
+            }
         }
         if receipt {
             send(Self.receiptStatus(r.phase), id: r.id, version: r.version, reason: r.reason,
-                 progress: r.phase == .installing ? r.progress : nil)
+                 progress: [.downloading, .installing].contains(r.phase) ? r.progress : nil)
         }
         changes.post(.state)
     }
@@ -450,6 +516,7 @@ final class Updater: Service, @unchecked Sendable {
     static func receiptStatus(_ p: UpdatePhase) -> Receipt.Status {
         switch p {
         case .idle, .failed: .failed
+        case .downloading: .downloading
         case .installing: .installing
         case .waitingToReboot: .waitingToReboot
         case .trying: .trying
@@ -459,4 +526,46 @@ final class Updater: Service, @unchecked Sendable {
     }
 
     static func other(_ slot: String?) -> String? { slot == "A" ? "B" : slot == "B" ? "A" : nil }
+
+    static func fileSize(_ path: String) -> Int64 {
+        var st = stat()
+        return lstat(path, &st) == 0 ? Int64(st.st_size) : 0
+    }
+
+    static func freeBytes(_ directory: String) -> Int64 { Paths.freeBytes(directory) ?? 0 }
+
+    /// The file's SHA-256 as lowercase hex, read in 1 MiB pieces.
+    static func sha256(of path: String) -> String? {
+        guard let fd = try? Files.openRegular(path) else { return nil }
+        defer { close(fd) }
+        var hash = SHA256Stream()
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 { return nil }
+            if n == 0 { break }
+            hash.update(buffer[..<n])
+        }
+        return Crypto.hex(hash.finish())
+    }
+}
+
+/// Calls `body` every `seconds` on its own thread until stopped.
+private final class Ticker: @unchecked Sendable {
+    private let cond = Condition()
+    private var done = false
+    private var thread: ServiceThread?
+
+    init(every seconds: Double, _ body: @escaping @Sendable () -> Void) {
+        thread = ServiceThread(name: "update-progress") { [self] in
+            while !cond.wait(timeout: seconds, until: { done }) { body() }
+        }
+    }
+
+    func stop() {
+        cond.broadcast { done = true }
+        _ = thread?.join(timeout: 2)
+        thread = nil
+    }
 }

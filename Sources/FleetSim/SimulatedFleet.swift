@@ -401,7 +401,7 @@ public final class SimulatedFleet: @unchecked Sendable {
     private func command(_ d: Device, _ document: JSONValue) {
         guard case .string("update")? = document["cmd"] else { return }   // replay, test, summary: nothing to say
         guard case .success(let request) = UpdateRequest.parse(document), let version = request.version else { return }
-        if ["installing", "waiting to reboot", "trying"].contains(d.update.state) {
+        if ["downloading", "installing", "waiting to reboot", "trying"].contains(d.update.state) {
             if request.sha256 == d.sha256 { return }   // the same request again
             refuseUpdate(d, request, "an update is under way (\(d.update.state) \(d.update.version ?? ""))")
             return
@@ -413,8 +413,8 @@ public final class SimulatedFleet: @unchecked Sendable {
         count { $0.updatesTaken += 1 }
         d.sha256 = request.sha256
         d.target = version
-        d.update = .init(state: "installing", progress: 0, version: version, id: request.id)
-        receipt(d, "installing", progress: 0)
+        d.update = .init(state: "downloading", progress: 0, version: version, id: request.id)
+        receipt(d, "downloading", progress: 0)
         publishStatus(d)
         timers.push(MonotonicClock.seconds() + options.step, d.index, .step(1))
     }
@@ -431,8 +431,8 @@ public final class SimulatedFleet: @unchecked Sendable {
         publish(d, "receipt", o.text)
     }
 
-    /// An update's steps, as a box streams it: installing 25, 50, 75, 100; waiting to reboot; the reboot.
-    private static let steps: [(String, Int?)] = [("installing", 25), ("installing", 50), ("installing", 75),
+    /// An update's steps: downloading 50, 100; installing 0, 50, 100; waiting to reboot; the reboot.
+    private static let steps: [(String, Int?)] = [("downloading", 50), ("downloading", 100), ("installing", 0), ("installing", 50),
                                                   ("installing", 100), ("waiting to reboot", nil)]
 
     private func run(_ action: TimerHeap.Action, _ d: Device) {

@@ -205,6 +205,5 @@ public struct ConfigKey: Sendable, Hashable {
         IntKey.mqttKeepalive.key, IntKey.mqttDeadLink.key, TextKey.mqttTLSCA.key, TextKey.mqttTLSCert.key, TextKey.mqttTLSKey.key,
         TextKey.mqttUsername.key, TextKey.mqttPassword.key, IntKey.mqttReconnectMax.key, BoolKey.mqttLinkPrompts.key,
         BoolKey.gpioEnabled.key, TextKey.gpioChip.key, IntKey.gpioDebounce.key,
-    ] + GPIOKeys.all.flatMap { [$0.line.key, $0.activeLow.key, $0.bias.key] } + [TextKey.updateHelper.key, IntKey.updateRebootDeadline.key,
-                                                                       IntKey.updateInstallDeadline.key, IntKey.updateInstallStall.key, TextKey.logLevel.key]
+    ] + GPIOKeys.all.flatMap { [$0.line.key, $0.activeLow.key, $0.bias.key] } + [TextKey.updateHelper.key, IntKey.updateRebootDeadline.key, TextKey.logLevel.key]
 }

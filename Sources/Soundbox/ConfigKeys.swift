@@ -73,10 +73,6 @@ extension TextKey {
 extension IntKey {
     public static let updateRebootDeadline = IntKey("update.reboot_deadline_s", 1800, 0...86400, .local,
                                                     help: "after an update is installed, how long the reboot waits for an empty queue before it takes the next pause between payments")
-    public static let updateInstallDeadline = IntKey("update.install_deadline_s", 14_400, 5...172_800, .local,
-                                                     help: "an install not over after this long is stopped and failed (a streamed bundle on a slow link; 1 Mbit/s takes about 45 minutes for 330 MiB)")
-    public static let updateInstallStall = IntKey("update.install_stall_s", 600, 5...86_400, .local,
-                                                  help: "an install whose progress has not moved for this long is stopped and failed (the bundle's server trickles or stopped answering)")
     public static let audioVolume = IntKey("audio.volume", 6, 0...10, .remote, help: "volume 0-10, 2.5 dB a step (10 = full scale)")
     public static let audioMinVolume = IntKey("audio.min_volume", 0, 0...10, .remote,
                                               help: "payments are never spoken quieter than this, whatever audio.volume (which it does not change)")

@@ -38,7 +38,7 @@ public struct Receipt: Sendable, Equatable {
     public enum Status: String, Sendable, Codable {
         case queued, duplicate, rejected, played, muted, expired, failed
         /// An update's (`"kind": "update"`): where it stands (`UpdatePhase`; failed is shared).
-        case installing, waitingToReboot = "waiting to reboot", trying, committed, rolledBack = "rolled back"
+        case downloading, installing, waitingToReboot = "waiting to reboot", trying, committed, rolledBack = "rolled back"
     }
     public var id: String?
     public var status: Status

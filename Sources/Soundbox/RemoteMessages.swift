@@ -22,7 +22,7 @@ public enum RemoteMessage {
     }
 }
 
-/// A command on the cmd topic: {"cmd": "replay"|"say"|"summary"|"test"|"update"|"update-cancel", ...}.
+/// A command on the cmd topic: {"cmd": "replay"|"say"|"summary"|"test"|"update", ...}.
 public enum RemoteCommand: Sendable, Equatable {
     /// Speak a payment again: the one named, else the last one.
     case replay(id: String?)
@@ -32,10 +32,8 @@ public enum RemoteCommand: Sendable, Equatable {
     case summary
     /// Speak the test prompt and a sample amount.
     case test
-    /// Install and try a system update (image/README.md, Updates).
+    /// Download, install and try a system update (image/README.md, Updates).
     case update(UpdateRequest)
-    /// Stop the update under way (the one named by `id`, if given).
-    case updateCancel(id: String?)
 
     public static func parse(_ bytes: [UInt8], maxAmount: Amount, now: Int64) -> Result<RemoteCommand, RemoteMessageError> {
         RemoteMessage.document(bytes, what: "cmd").flatMap { parse($0, maxAmount: maxAmount, now: now) }
@@ -64,15 +62,7 @@ public enum RemoteCommand: Sendable, Equatable {
         case "summary": return .success(.summary)
         case "test": return .success(.test)
         case "update": return UpdateRequest.parse(value).map { .update($0) }
-        case "update-cancel":
-            switch value["id"] {
-            case nil, .null?: return .success(.updateCancel(id: nil))
-            case .string(let id)?:
-                if let problem = UpdateRequest.idProblem(id) { return .failure(.init(problem)) }
-                return .success(.updateCancel(id: id))
-            case let other?: return .failure(.init("id must be a string, not \(other.kindDescription)"))
-            }
-        default: return .failure(.init("unknown cmd '\(name)'; known: replay, say, summary, test, update, update-cancel"))
+        default: return .failure(.init("unknown cmd '\(name)'; known: replay, say, summary, test, update"))
         }
     }
 }

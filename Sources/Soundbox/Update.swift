@@ -5,26 +5,20 @@
 /// An update asked for by the backend's signed `cmd` or by a technician.
 public struct UpdateRequest: Sendable, Equatable {
     public enum Source: Sendable, Equatable {
-        /// Streamed (http or https) by RAUC straight into the other slot.
+        /// Downloaded (http or https) into the update folder, then verified.
         case url(String)
-        /// A bundle file on the box, installed where it is (soundboxctl
-        /// update install FILE: an absolute path, as the technician's shell sees it).
+        /// A bundle already in the update folder (soundboxctl update install FILE put it there).
         case file(String)
     }
     public var source: Source
-    /// Lowercase hex SHA-256 of the bundle: required for a URL, where it
-    /// names the request (the same command again is the same update). The
-    /// bytes are checked by RAUC as they stream: its signature covers the
-    /// manifest, which holds the payload's dm-verity root hash, and the
-    /// kernel checks every block read against it; the whole file's hash
-    /// cannot be checked without keeping the whole file on the box.
+    /// Lowercase hex SHA-256 of the bundle: required for a URL.
     public var sha256: String?
     /// The bundle's version (a Debian version): required for a URL, so an
     /// older one is refused before anything is downloaded.
     public var version: String?
     /// The backend's name for this request, echoed in its receipts.
     public var id: String?
-    /// The bundle's size in bytes, if the backend knows it (shown; RAUC reads the server's).
+    /// The bundle's size in bytes, if the backend knows it (else the server's Content-Length).
     public var size: Int64?
     /// A technician's downgrade (never from the broker).
     public var force: Bool
@@ -77,9 +71,9 @@ public struct UpdateRequest: Sendable, Equatable {
             if let p = Self.urlProblem(url) { return p }
             guard sha256 != nil else { return "a URL needs its sha256" }
             guard version != nil else { return "a URL needs its version" }
-        case .file(let path):
-            guard Self.isBundlePath(path) else {
-                return "'\(TextFile.excerpt(path))' is not a bundle's absolute path (/…/NAME.raucb, at most 1024 bytes, no '.' or '..' parts, no control characters)"
+        case .file(let name):
+            guard Self.isBundleName(name) else {
+                return "'\(TextFile.excerpt(name))' is not a bundle's file name in the update folder (letters, digits, '.', '_', '+', '~', '-', ending in .raucb)"
             }
         }
         if let sha256, !(sha256.utf8.count == 64 && sha256.utf8.allSatisfy(Self.isLowerHex)) {
@@ -88,13 +82,10 @@ public struct UpdateRequest: Sendable, Equatable {
         if let version, !DebianVersion.isValid(version) {
             return "version '\(TextFile.excerpt(version))' is not a Debian version (a digit first, then letters, digits and . + ~ - :, at most 64)"
         }
-        return id.flatMap(Self.idProblem)
-    }
-
-    /// What is wrong with a request's `id`, if anything.
-    public static func idProblem(_ id: String) -> String? {
-        guard id.isEmpty || id.utf8.count > 64 || !id.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) else { return nil }
-        return "id must be 1-64 printable ASCII characters without spaces"
+        if let id, id.isEmpty || id.utf8.count > 64 || !id.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7f }) {
+            return "id must be 1-64 printable ASCII characters without spaces"
+        }
+        return nil
     }
 
     static func urlProblem(_ url: String) -> String? {
@@ -110,13 +101,11 @@ public struct UpdateRequest: Sendable, Equatable {
         return nil
     }
 
-    /// /home/tech/soundbox-0.2.0-rpi-arm64.raucb: absolute, normalised
-    /// (no empty, '.' or '..' part), printable, ending in .raucb.
-    public static func isBundlePath(_ path: String) -> Bool {
-        guard path.hasPrefix("/"), path.hasSuffix(".raucb"), path.utf8.count <= 1024,
-              path.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7f && !(0x80...0x9f).contains($0.value) }) else { return false }
-        let parts = path.dropFirst().split(separator: "/", omittingEmptySubsequences: false)
-        return !parts.contains { $0.isEmpty || $0 == "." || $0 == ".." } && parts.last != ".raucb"
+    /// soundbox-0.2.0-rpi-arm64.raucb: one file name, no path.
+    public static func isBundleName(_ name: String) -> Bool {
+        name.hasSuffix(".raucb") && name.utf8.count <= 200 && !name.hasPrefix(".") &&
+            name.utf8.allSatisfy { isAlnum($0) || $0 == UInt8(ascii: ".") || $0 == UInt8(ascii: "_") || $0 == UInt8(ascii: "+") ||
+                $0 == UInt8(ascii: "~") || $0 == UInt8(ascii: "-") }
     }
 
     static func isLowerHex(_ c: UInt8) -> Bool { (0x30...0x39).contains(c) || (0x61...0x66).contains(c) }
@@ -127,9 +116,7 @@ public struct UpdateRequest: Sendable, Equatable {
 /// receipts say it.
 public enum UpdatePhase: String, Sendable {
     case idle
-    /// RAUC streams the bundle into the other slot (a URL) or writes it
-    /// from a file; nothing is downloaded first (earlier versions said
-    /// `downloading` before this).
+    case downloading
     case installing
     case waitingToReboot = "waiting to reboot"
     /// Running on the new slot, not yet committed.
@@ -139,7 +126,7 @@ public enum UpdatePhase: String, Sendable {
     case failed
 
     /// Work in progress: a new request is refused (unless it is the same one).
-    public var busy: Bool { [.installing, .waitingToReboot, .trying].contains(self) }
+    public var busy: Bool { [.downloading, .installing, .waitingToReboot, .trying].contains(self) }
 }
 
 /// The update's record, kept in the update folder (`state`) so that a
@@ -153,7 +140,7 @@ public struct UpdateRecord: Sendable, Equatable {
     public var url: String?
     public var sha256: String?
     public var size: Int64?
-    /// The bundle's path on the box (a technician's file).
+    /// The bundle's file name in the update folder.
     public var file: String?
     public var force = false
     /// The slot it was asked on, and the slot it installed to.
@@ -199,7 +186,7 @@ public struct UpdateRecord: Sendable, Equatable {
             case "url": r.url = v
             case "sha256": r.sha256 = v
             case "size": r.size = Int64(v)
-            case "file": r.file = UpdateRequest.isBundlePath(v) ? v : nil
+            case "file": r.file = UpdateRequest.isBundleName(v) ? v : nil
             case "from_slot": r.fromSlot = v
             case "to_slot": r.toSlot = v
             case "reboot_boot": r.rebootBoot = v
@@ -211,21 +198,21 @@ public struct UpdateRecord: Sendable, Equatable {
 
     static func oneLine(_ s: String) -> String { TextFile.excerpt(s, limit: 600) }
 
-    /// `status`'s `update` object: {"state":"installing","progress":40,"version":"0.2.0"}.
+    /// `status`'s `update` object: {"state":"downloading","progress":40,"version":"0.2.0"}.
     public var json: JSONObject {
         var o = JSONObject()
         o.add("state", phase.rawValue)
-        if phase == .installing { o.add("progress", progress) }
+        if [.downloading, .installing].contains(phase) { o.add("progress", progress) }
         o.add("version", ifPresent: version)
         o.add("reason", ifPresent: reason)
         o.add("id", ifPresent: id)
         return o
     }
 
-    /// One line for the control socket's status: "installing 40% 0.2.0".
+    /// One line for the control socket's status: "downloading 40% 0.2.0".
     public var summary: String {
         var s = phase.rawValue
-        if phase == .installing { s += " \(progress)%" }
+        if [.downloading, .installing].contains(phase) { s += " \(progress)%" }
         if let version { s += " " + version }
         return s
     }

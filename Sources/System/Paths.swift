@@ -22,24 +22,6 @@ public enum Paths {
         try? sync(parent(of: path) ?? ".")
     }
 
-    /// Replaces `path` with `text` as one step that survives a power cut:
-    /// written to a new `path.tmp` (whatever was there, a link too, is
-    /// removed first), fsynced, renamed over it, the folder synced. False
-    /// (errno set) when it could not be.
-    public static func replace(_ path: String, with text: String, mode: mode_t = 0o640) -> Bool {
-        let tmp = path + ".tmp"
-        unlink(tmp)
-        let fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode)
-        guard fd >= 0 else { return false }
-        let bytes = Array(text.utf8)
-        let ok = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == bytes.count && fsync(fd) == 0
-        let e = errno
-        close(fd)
-        guard ok, rename(tmp, path) == 0 else { let e2 = ok ? errno : e; unlink(tmp); errno = e2; return false }
-        syncFolder(containing: path)
-        return true
-    }
-
     /// Bytes an unprivileged writer may still use on the file system
     /// holding `path`; nil (errno set) when it cannot be asked.
     public static func freeBytes(_ path: String) -> Int64? {

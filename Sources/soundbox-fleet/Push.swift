@@ -50,9 +50,8 @@ func configCommand(_ args: Arguments, _ out: Output) throws(Failure) {
     try push(names, out, kind: .config, document: settings.document, wait: try seconds(args, "--wait", default: 60))
 }
 
-/// The commands an operator sends a fleet (the update command is the
-/// rollout's; update-cancel stops the update a device is installing).
-let fleetCommands = ["replay", "test", "summary", "update-cancel"]
+/// The commands an operator sends a fleet (the update command is the rollout's).
+let fleetCommands = ["replay", "test", "summary"]
 
 func cmdCommand(_ args: Arguments, _ out: Output) throws(Failure) {
     guard let name = args.positional.first, fleetCommands.contains(name) else {

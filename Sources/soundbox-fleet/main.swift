@@ -26,14 +26,12 @@ let usage = """
                       applied, refused (with its reason), offline (it applies
                       when it comes back), no answer within S seconds (60);
                       exit 1 unless every online device applied it
-      cmd replay|test|summary|update-cancel [SELECTOR] --key PRIVATE [--wait S]
+      cmd replay|test|summary [SELECTOR] --key PRIVATE [--wait S]
                       one signed command per device (its own nonce; not
                       retained): accepted unless the device refuses it within
                       S seconds (10; a refusal is a rejected receipt with its
                       reason); offline devices get it from their session when
-                      they come back; exit 1 if any refused. update-cancel
-                      stops the update a device is installing (its update
-                      receipt: failed, "cancelled")
+                      they come back; exit 1 if any refused
       rollout URL --version V --sha256 HEX [--size N] [SELECTOR] --key PRIVATE
               [--canary N] [--batch N%|N] [--max-failures N%] [--wait S] [--id ID]
                       a system update in stages: the signed update command to

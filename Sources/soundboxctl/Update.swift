@@ -31,7 +31,8 @@ func updateCommand(_ args: Arguments, _ out: Output) throws(Failure) {
             }
             request.append(source)
         } else {
-            request.append(try bundlePath(source))
+            let dir = try ask(["update", "status"])["dir"] ?? "/var/lib/soundbox/update"
+            request.append(try copyBundle(source, into: dir))
         }
         if let sha = args.options["--sha256"] { request += ["--sha256", sha] }
         if let v = args.options["--bundle-version"] { request += ["--version", v] }
@@ -66,18 +67,45 @@ private func follow(_ ask: ([String]) throws(Failure) -> ControlReply, _ out: Ou
     }
 }
 
-/// FILE as an absolute path without links, once it is known to be a
-/// regular file named *.raucb: RAUC installs it where it is (no copy, so a
-/// refused bundle leaves nothing behind) and takes it over (owned by root,
-/// read-only) while it does.
-private func bundlePath(_ source: String) throws(Failure) -> String {
-    guard source.hasSuffix(".raucb") else { throw usageError("'\(source)' is not a RAUC bundle (.raucb)") }
-    do { try Files.checkRegular(source) } catch { throw failure(error.description, code: "io") }
-    guard let resolved = realpath(source, nil) else { throw failure("\(source): \(FileError.phrase(errno: errno))", code: "io") }
-    defer { free(resolved) }
-    let path = String(cString: resolved)
-    guard UpdateRequest.isBundlePath(path) else {
-        throw usageError("'\(path)' is not a bundle's path soundboxd takes (at most 1024 bytes, no control characters, ending in .raucb)")
+/// Copies FILE into the update folder (soundboxd's; group soundbox may
+/// write there) under its own name, through a temporary name, synced.
+private func copyBundle(_ source: String, into dir: String) throws(Failure) -> String {
+    let base = String(source.split(separator: "/").last ?? "")
+    let name = UpdateRequest.isBundleName(base) ? base : "bundle.raucb"
+    guard base.hasSuffix(".raucb") else { throw usageError("'\(source)' is not a RAUC bundle (.raucb)") }
+    let input: Int32
+    do { input = try Files.openRegular(source) } catch { throw failure(error.description, code: "io") }
+    defer { close(input) }
+    let tmp = dir + "/.incoming-\(getpid())", target = dir + "/" + name
+    let output = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o640)
+    guard output >= 0 else {
+        throw failure("cannot write \(tmp): \(FileError.phrase(errno: errno)) (run as root or join group soundbox)", code: "io")
     }
-    return path
+    // soundboxd (user soundbox) reads it through the folder's group.
+    var folder = stat()
+    if stat(dir, &folder) == 0 { _ = fchown(output, uid_t.max, folder.st_gid) }
+    fchmod(output, 0o640)
+    var buffer = [UInt8](repeating: 0, count: 1 << 20)
+    var ok = true
+    while ok {
+        let n = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, $0.count) }
+        if n < 0 && errno == EINTR { continue }
+        if n <= 0 { ok = n == 0; break }
+        ok = buffer.withUnsafeBytes { write(output, $0.baseAddress, n) } == n
+        if !ok { break }
+    }
+    let e = errno
+    ok = ok && fsync(output) == 0
+    close(output)
+    guard ok, rename(tmp, target) == 0 else {
+        unlink(tmp)
+        throw failure("copying \(source) to \(dir): \(FileError.phrase(errno: e)) (\(UpdateFolder.freeText(dir)))", code: "io")
+    }
+    return name
+}
+
+enum UpdateFolder {
+    static func freeText(_ dir: String) -> String {
+        Paths.freeBytes(dir).map { "\($0 >> 20) MiB free there" } ?? "free space unknown"
+    }
 }

@@ -38,12 +38,12 @@ let usage = """
                       version and slot that run
       update install FILE|URL [--sha256 HEX --bundle-version V] [--force] [--wait]
                       install a signed bundle (.raucb; a URL needs its sha256
-                      and version): streamed from the URL, or FILE where it is
-                      (never copied), at a quiet moment; reboots into
+                      and version): soundboxd downloads it or copies FILE into its
+                      update folder, installs it at a quiet moment, reboots into
                       the other slot once the queue is empty, and commits it
                       when it runs well (else the box goes back by itself);
                       --force: a technician's downgrade; --wait: follow it
-      update cancel   stop an install, or disarm an installed update waiting to reboot
+      update cancel   stop a download, or an installed update waiting to reboot
 
     Offline commands (no daemon needed):
       words AMOUNT [--lang L] [--channel C]

@@ -175,7 +175,7 @@ import TestRig
         let log = logLines(text)
         #expect(log.filter { $0.event == "played" }.compactMap { $0["id"] } == ["Q\"1", "Q'1"])
         let cmd = try #require(log.first { $0.event == "cmd_rejected" })
-        #expect(cmd["reason"] == "unknown cmd '\u{1B}[2J\u{0}<3>daemon: stopped\nx'; known: replay, say, summary, test, update, update-cancel")
+        #expect(cmd["reason"] == "unknown cmd '\u{1B}[2J\u{0}<3>daemon: stopped\nx'; known: replay, say, summary, test, update")
         #expect(!log.contains { $0.subsystem == "daemon" && $0.event == "stopped" && $0.fields.isEmpty })
     }
 }

@@ -168,7 +168,7 @@ struct FleetRun {
         #expect(t["offline"] as? [String] == ["sim-off"])
         #expect(pollUntil(timeout: 10) { link.daemon.log(run: 1).contains("cmd=test") }, "real-1 ran it")
         let bad = try FleetRun(link.broker, ["cmd", "update", "--key", keys[0].privatePath])
-        #expect(bad.status == 2 && bad.stderr.contains("usage: cmd replay|test|summary|update-cancel"))
+        #expect(bad.status == 2 && bad.stderr.contains("usage: cmd replay|test|summary"))
 
         // A payment to a device that demands signatures: unsigned, refused with the reason; signed, played.
         let unsigned = try FleetRun(link.broker, ["--json", "pay", "real-1", "1.00"])

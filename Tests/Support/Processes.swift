@@ -56,13 +56,12 @@ public struct CommandRun: Sendable {
 
     /// - Parameter whileRunning: runs once the child has started (e.g. a
     ///   peer serving its socket).
-    public init(_ command: [String], environment: [String: String]? = nil, timeout: Double = 60, directory: String? = nil,
+    public init(_ command: [String], environment: [String: String]? = nil, timeout: Double = 60,
                 whileRunning: () throws -> Void = {}) throws {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: command[0])
         p.arguments = Array(command.dropFirst())
         if let environment { p.environment = environment }
-        if let directory { p.currentDirectoryURL = URL(fileURLWithPath: directory) }
         let out = Pipe(), err = Pipe()
         p.standardOutput = out
         p.standardError = err

@@ -3,10 +3,10 @@ customer's box would be, boot after boot on one card, with the power cut
 where the test says (systest/image/run makes the environment).
 
 One card goes through one journey (Journey.STAGES): provisioned at its
-first boot, an update refused five ways and then streamed into the other
-slot with its power cut during that, installed again, tried and
-committed, a broken update installed, tried, left by the health check and
-rolled back, and the box drained. A test asks for the stage it checks (`journey.reach(NAME)`): run
+first boot, an update refused five ways and then installed with its power
+cut during the download, resumed, tried and committed, a broken update
+installed, tried, left by the health check and rolled back, and the box
+drained. A test asks for the stage it checks (`journey.reach(NAME)`): run
 alone (`-k rolled_back_status`), the stages before it run first, without
 the other tests' checks. A stage that failed fails every test after it.
 
@@ -120,7 +120,7 @@ class Card:
         for deb in glob.glob(f"{env('SOUNDBOX_TESTKIT')}/*.deb"):
             sh("dpkg-deb", "-x", deb, f"{k}/root")
         for src, dst in ((f"{HERE}/guest/harness", "guest/harness"), (f"{HERE}/guest/box", "guest/box"), (f"{HERE}/guest/soak", "guest/soak"),
-                         (f"{REPO}/systest/console", "guest/console"), (f"{HERE}/guest/http-serve", "http-serve")):
+                         (f"{REPO}/systest/console", "guest/console"), (f"{REPO}/image/test/http-serve", "http-serve")):
             shutil.copy(src, f"{k}/{dst}")
             os.chmod(f"{k}/{dst}", 0o755)
         self.bundles()
@@ -142,29 +142,27 @@ class Card:
                "-CAcreateserial", "-days", "30", *ext, "-out", f"{t}/{name}.crt")
 
     def bundles(self):
-        """The HTTP server's folder (bundle/): the update and the broken
-        one, each with its version and sha256 (self.update, self.bad); the
-        refused ones (refused/), which a technician installs as files."""
+        """The update (the HTTP server's folder: bundle/, with its version
+        and sha256), the refused ones, the broken one (badbundle/)."""
         k, good, bad = self.kit, os.environ.get("SOUNDBOX_UPDATE"), os.environ.get("SOUNDBOX_BAD_UPDATE")
-        os.makedirs(f"{k}/bundle", exist_ok=True)
-        self.update = self.served(good) if good else None
-        self.bad = self.served(bad) if bad else None
         if good:
-            for key in ("name", "version", "sha256"):  # for guest/soak
-                with open(f"{k}/bundle/{key}", "w") as f:
-                    f.write(self.update[key] + "\n")
+            os.makedirs(f"{k}/bundle", exist_ok=True)
+            link(good, f"{k}/bundle/{os.path.basename(good)}")
+            info = sh("rauc", "--no-verify", "info", "--output-format=shell", good)
+            self.version = next(line.split("=", 1)[1].strip("'") for line in info.splitlines()
+                                if line.startswith("RAUC_MF_VERSION="))
+            with open(good, "rb") as f:
+                self.sha256 = hashlib.file_digest(f, "sha256").hexdigest()
+            self.bundle_name = os.path.basename(good)
+            for name, value in (("name", self.bundle_name), ("version", self.version), ("sha256", self.sha256)):
+                with open(f"{k}/bundle/{name}", "w") as f:
+                    f.write(value + "\n")
             arch = "amd64" if self.board == "generic" else "arm64"
-            sh(f"{REPO}/image/test/refused-bundles", f"{k}/refused", self.board, arch, f"{self.update['version']}+refused")
-
-    def served(self, path):
-        """PATH in the HTTP server's folder: its name, version, sha256, size and URL."""
-        name = os.path.basename(path)
-        link(path, f"{self.kit}/bundle/{name}")
-        info = sh("rauc", "--no-verify", "info", "--output-format=shell", path)
-        version = next(line.split("=", 1)[1].strip("'") for line in info.splitlines() if line.startswith("RAUC_MF_VERSION="))
-        with open(path, "rb") as f:
-            sha256 = hashlib.file_digest(f, "sha256").hexdigest()
-        return dict(name=name, version=version, sha256=sha256, size=os.path.getsize(path), url=f"http://127.0.0.1:8080/{name}")
+            sh(f"{REPO}/image/test/refused-bundles", f"{k}/refused", self.board, arch, f"{self.version}+refused")
+        if bad:
+            os.makedirs(f"{k}/badbundle", exist_ok=True)
+            link(bad, f"{k}/badbundle/{os.path.basename(bad)}")
+            self.bad_name = os.path.basename(bad)
 
     def firmware(self, tryboot):
         """The Pi firmware's part of a boot, played (QEMU cannot run it):
@@ -405,9 +403,9 @@ def fields(text, sep=":"):
 class Journey:
     """One card's life, stage by stage (each a stage_ method). The facts a
     stage gathers for the tests go into self.facts. The PC's journey:
-    the update cut during its streaming install, then a broken update
-    rolled back. The Pi's (its lane takes as long): the update cut twice
-    during its install, the new slot's first boot and right after the
+    the update cut during its download, then a broken update rolled back.
+    The Pi's (its lane takes as long): the update cut during its
+    download, its install, the new slot's first boot and right after the
     commit, then a cut while payments stream."""
 
     STAGES = {
@@ -471,10 +469,9 @@ class Journey:
 
     # -- the update ------------------------------------------------------------
     def stage_install_cut(self):
-        """The refused bundles, installed by hand from files as a
-        technician would (copied to the box first), then the update as the
-        backend sends it, streamed into the other slot; the power cut
-        during that, at 10-80 %, once the payment sent during it was played."""
+        """The refused bundles by hand, then the update as the backend
+        sends it; the power cut during its download, at 10-80 %, once the
+        payment sent during it was played."""
         b = self.box
         b.power_on()
         b.await_ready()
@@ -482,57 +479,40 @@ class Journey:
         other = "B" if b.slots().get("current") == "A" else "A"
         dev = f"/dev/disk/by-partuuid/5b0c0001-0{self.card.root_b if other == 'B' else self.card.root_a}"
         fingerprint = f"/usr/lib/soundbox-image/slots show; dd if={dev} bs=1M count=16 status=none | sha256sum"
-        b.check(f"mkdir -p /var/tmp/refused && cp {K}/refused/*.raucb /var/tmp/refused/")
         for name in ("wrong-key", "other-board", "older", "tampered", "truncated"):
             before = b.check(fingerprint, timeout=120)
-            rc, out = b.run(f"soundboxctl update install /var/tmp/refused/{name}.raucb --wait", timeout=300)
+            rc, out = b.run(f"soundboxctl update install {K}/refused/{name}.raucb --wait", timeout=300)
             refused[name] = dict(rc=rc, out=out, reason=b.update_status().get("reason", ""),
-                                 same=before == b.check(fingerprint, timeout=120), slots_before=fields(before, sep="="),
-                                 slots=b.slots(), left=b.check("ls -A /var/lib/soundbox/update").split(),
-                                 kept=b.ok(f"test -f /var/tmp/refused/{name}.raucb"))
+                                 same=before == b.check(fingerprint, timeout=120),
+                                 copy_left=b.ok(f"test -e /var/lib/soundbox/update/{name}.raucb"))
         self.facts["refused"] = refused
-        u = self.card.update
-        # The update asked for, then stopped by the backend's signed update-cancel once it streams.
-        cmd = json.dumps({"cmd": "update", "id": f"UPD-{b.n}-cancelled", "url": u["url"], "sha256": u["sha256"],
-                          "version": u["version"]}, separators=(",", ":"))
-        b.box(f"cmd {shlex.quote(cmd)}")
-        until(lambda: f"boot {b.n}: the update to cancel at 5 % ({b.tail()})",
-              lambda: progressed(b.log("receipts"), "installing", 5), 900, interval=0.5)
-        b.box(f"cmd {shlex.quote(json.dumps({'cmd': 'update-cancel', 'id': f'UPD-{b.n}-cancelled'}))}")
-        b.await_state("failed", 120)
-        self.facts["cancelled"] = dict(update=b.update_status(), slots=b.slots(),
-                                       rauc=b.run("journalctl -b -o cat -u rauc -u soundbox-update-cancel", timeout=60)[1])
         b.pay(f"U{b.n}-before", "1.11")
-        cmd = json.dumps({"cmd": "update", "id": f"UPD-{b.n}", "url": u["url"], "sha256": u["sha256"], "version": u["version"]},
-                         separators=(",", ":"))
+        cmd = json.dumps({"cmd": "update", "id": f"UPD-{b.n}", "url": f"http://127.0.0.1:8080/{self.card.bundle_name}",
+                          "sha256": self.card.sha256, "version": self.card.version}, separators=(",", ":"))
         b.box(f"cmd {shlex.quote(cmd)}")
-        b.await_state("installing", 120)
+        b.await_state("downloading", 120)
         b.pay(f"U{b.n}-during", "2.22")
         at = self.random.randint(10, 80)
         self.facts["install_boot"] = b.n
-        until(lambda: f"boot {b.n}: U{b.n}-during played and the install at {at} %",
+        until(lambda: f"boot {b.n}: U{b.n}-during played and the download at {at} %",
               lambda: (f'"id":"U{b.n}-during","status":"played"' in b.log("receipts")
-                       and progressed(b.log("receipts"), "installing", at)), 900, interval=0.5)
-        self.cut(f"during the streaming install ({at} %)")
-        self.facts["streamed_at_cut"] = self.wire(b.n)
-
-    def wire(self, n):
-        """The bundle's bytes the server sent during boot N (the HTTP server's log)."""
-        return sum(int(x) for x in re.findall(r"^GET /\S+ range=\S+ bytes=([0-9]+)$", self.box.log("http", n), re.M))
+                       and progressed(b.log("receipts"), "downloading", at)), 900, interval=0.5)
+        self.cut(f"during the download ({at} %)")
+        self.facts["download_over"] = f'"id":"UPD-{b.n}","kind":"update","status":"installing"' in b.log("receipts")
 
     def stage_install_cut2(self):
-        """The install started over by itself; the power cut during it, at 10-90 %."""
+        """The download resumed; the power cut during the install, at 10-90 %."""
         b = self.box
         b.power_on()
         at = self.random.randint(10, 90)
         until(lambda: f"boot {b.n}: the install at {at} % ({b.tail()})",
               lambda: progressed(b.log("receipts"), "installing", at), 1500, interval=0.5)
-        self.cut(f"during the resumed install ({at} %)")
+        self.cut(f"during the install ({at} %)")
 
     def stage_resumed(self):
-        """soundboxd carries on by itself (the install streamed again from
-        the start), arms the other slot and reboots into it; the bytes on
-        the wire counted."""
+        """soundboxd carries on by itself (the download with a Range
+        request, an install from the start), arms the other slot and
+        reboots into it."""
         b = self.box
         b.power_on()
         b.await_ready()
@@ -540,12 +520,6 @@ class Journey:
         b.await_state("waiting to reboot|failed", 1500)
         self.facts["resumed"] = dict(status=b.update_status(), slots=b.slots(),
                                      rauc=b.run("journalctl -b -o cat -u rauc", timeout=60)[1])
-        self.facts["wire"] = self.wire(b.n)
-        self.facts["resumed_http"] = b.log("http", b.n)
-        self.facts["update_folder"] = b.check("ls -A /var/lib/soundbox/update").split()
-        b.fact("update_wire_bytes", self.facts["wire"])
-        b.fact("update_bundle_bytes", self.card.update["size"])
-        print(f"boot {b.n}: the update streamed {self.facts['wire']} bytes of the bundle's {self.card.update['size']}")
         b.let_reboot()
         b.await_off(300, "reboot into the update")
         self.facts["reboot"] = b.reboot_argument(b.n)
@@ -605,21 +579,22 @@ class Journey:
             self.cut("while payments stream")
 
     # -- the soak of updates ---------------------------------------------------------
-    SOAK = [("install", 30), ("install", 150), ("firstboot", 30), ("commit", 5)]
+    SOAK = [("download", 30), ("install", 120), ("firstboot", 30), ("commit", 5)]
 
     def began(self, target):
         """This boot has reached the start of TARGET (its logs say so)."""
         b = self.box
         receipts, booted = b.log("receipts"), b.booted()
         up = UP in b.log("journal")
-        return {"install": '"kind":"update","status":"installing"' in receipts,
+        return {"download": '"kind":"update","status":"downloading"' in receipts,
+                "install": '"kind":"update","status":"installing"' in receipts,
                 "firstboot": "tried=yes" in booted,
                 "commit": "tried=yes" in booted and up}[target]
 
     def stage_soak(self):
         """Updates asked for again and again (guest/soak), the power cut at
-        a random moment of each target in turn: the install's first 30 s,
-        its first 150 s, the new slot's first 30 s, the 5 s after its soundboxd is up
+        a random moment of each target in turn: the download, the install,
+        the new slot's first 30 s, the 5 s after its soundboxd is up
         (around its commit). A boot that reboots by itself before its
         target (soundboxd rebooting into the update) is followed by the
         next with the same target. Only soundboxd reboots a box here, and
@@ -649,7 +624,7 @@ class Journey:
         queue empties: the box on its default slot, the update committed
         (or rolled back), connected. Within 6 boots."""
         b = self.box
-        under_way = r"(installing|waiting to reboot|trying)"
+        under_way = r"(downloading|installing|waiting to reboot|trying)"
         for _ in range(6):
             b.power_on(hold=True)  # logged in before soundboxd, which may reboot the box at once
             b.release()
@@ -668,21 +643,18 @@ class Journey:
     # -- the broken update (the PC) --------------------------------------------------
     def stage_bad_installed(self):
         """Still the tried boot: the broken update installed by hand (a
-        technician giving its URL), the box rebooted into it."""
+        technician's stick), the box rebooted into it."""
         b = self.box
         other = "B" if b.slots().get("current") == "A" else "A"
         self.facts["bad_slot"] = other
         self.facts["bad_boot"] = b.n
         b.pay(f"U{b.n}-before", "1.11")
         b.check("systemctl stop soundbox-update-reboot.path")
-        bad = self.card.bad
-        b.shell.spawn(f"soundboxctl update install {bad['url']} --sha256 {bad['sha256']} --bundle-version {bad['version']} --wait",
-                      f"{K}/out/bad-install-{b.n}.log")
-        b.await_state("installing|waiting to reboot", 300)
+        b.shell.spawn(f"soundboxctl update install {K}/badbundle/{self.card.bad_name} --wait", f"{K}/out/bad-install-{b.n}.log")
+        b.await_state("downloading|installing|waiting to reboot", 300)
         b.pay(f"U{b.n}-during", "2.22")
         b.await_state("waiting to reboot|failed", 1500)
         self.facts["bad_install"] = b.update_status()
-        self.facts["bad_wire"] = self.wire(b.n)
         b.let_reboot()
         b.await_off(300, "reboot into the broken update")
         self.facts["disk_update"] = self.card.check("update")
